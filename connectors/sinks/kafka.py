@@ -1,0 +1,431 @@
+"""Kafka sink: every record of a batch produced, then flushed; returns only when all are acked.
+
+Two clients behind one small `Producer` Protocol: confluent-kafka (librdkafka, default, fast)
+and kafka-python (pure Python). Producer settings use the Kafka/librdkafka dotted names
+(`debezium.sink.kafka.producer.*`); for kafka-python they are translated to its snake_case kwargs.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import re
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Protocol
+
+from connectors.api import Batch, ConfigError, TerminalError, TransientError
+from connectors.sinks import as_bool, schema_flags, serialized_batch, sub_config
+
+log = logging.getLogger(__name__)
+
+Client = Literal["confluent", "kafka-python"]
+Headers = Sequence[tuple[str, bytes]]
+
+# Throughput and durability: all in-sync replicas ack, idempotent (no duplicates on internal
+# retries, order kept), batches of up to 1 MB collected for up to 20 ms.
+CONFLUENT_DEFAULTS: dict[str, Any] = {
+    "acks": "all",
+    "enable.idempotence": True,
+    "linger.ms": 20,
+    "batch.size": 1_000_000,
+    "compression.type": "lz4",
+    "delivery.timeout.ms": 120_000,
+}
+# kafka-python: lz4 needs the extra `lz4` package, gzip is built in (and faster than none there).
+KAFKA_PYTHON_DEFAULTS: dict[str, Any] = {
+    "acks": "all",
+    "enable.idempotence": True,
+    "linger.ms": 20,
+    "batch.size": 1_000_000,
+    "compression.type": "gzip",
+    "delivery.timeout.ms": 120_000,
+}
+# Java client settings with no meaning here: we always send bytes.
+_IGNORED = {"key.serializer", "value.serializer"}
+# librdkafka / Java names kafka-python spells differently.
+_KAFKA_PYTHON_NAMES = {
+    "sasl.username": "sasl_plain_username",
+    "sasl.password": "sasl_plain_password",
+    "sasl.mechanisms": "sasl_mechanism",
+    "ssl.ca.location": "ssl_cafile",
+    "ssl.certificate.location": "ssl_certfile",
+    "ssl.key.location": "ssl_keyfile",
+    "ssl.key.password": "ssl_password",
+    "message.timeout.ms": "delivery_timeout_ms",
+    "queue.buffering.max.ms": "linger_ms",
+    "message.max.bytes": "max_request_size",
+}
+_JAAS_RE = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+class Producer(Protocol):
+    """The minimum the sink needs from a Kafka client.
+
+    `send` queues one record (value None = tombstone). `flush(timeout)` waits until every queued
+    record is acknowledged and raises TransientError / TerminalError if any delivery failed or
+    the timeout passed. `ensure_topics` creates missing topics (or refuses, if creation is off).
+    """
+
+    def send(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers) -> None: ...
+
+    def flush(self, timeout: float) -> None: ...
+
+    def ensure_topics(self, topics: set[str]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+# --------------------------------------------------------------------------- config helpers
+def _common_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """Drop ignored keys, require bootstrap.servers, turn a Java `sasl.jaas.config` into user/password."""
+    out = {str(k): v for k, v in settings.items()}
+    for k in _IGNORED & out.keys():
+        log.warning("debezium.sink.kafka.producer.%s is ignored: Tidemark always sends bytes", k)
+        del out[k]
+    if not str(out.get("bootstrap.servers") or "").strip():
+        raise ConfigError("debezium.sink.kafka.producer.bootstrap.servers is required for the Kafka sink",
+                          "set it to the broker list, e.g. debezium.sink.kafka.producer.bootstrap.servers="
+                          "kafka1:9092,kafka2:9092")
+    jaas = out.pop("sasl.jaas.config", None)
+    if jaas:
+        found = dict(_JAAS_RE.findall(str(jaas)))
+        if "username" not in found:
+            raise ConfigError("debezium.sink.kafka.producer.sasl.jaas.config: only PLAIN/SCRAM login "
+                              "modules with username=\"...\" password=\"...\" are understood",
+                              "use sasl.username / sasl.password instead")
+        out.setdefault("sasl.username", found["username"])
+        out.setdefault("sasl.password", found.get("password", ""))
+    return out
+
+
+def confluent_config(settings: Mapping[str, Any]) -> dict[str, Any]:
+    conf = dict(CONFLUENT_DEFAULTS)
+    conf.update(_common_settings(settings))
+    # librdkafka spells the timeout message.timeout.ms; delivery.timeout.ms is its alias.
+    if "message.timeout.ms" in conf:
+        conf.pop("delivery.timeout.ms", None)
+    return conf
+
+
+def kafka_python_config(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """Dotted producer settings → kafka-python `KafkaProducer` kwargs, typed from its defaults."""
+    from kafka import KafkaProducer
+
+    defaults: dict[str, Any] = KafkaProducer.DEFAULT_CONFIG
+    merged = dict(KAFKA_PYTHON_DEFAULTS)
+    merged.update(_common_settings(settings))
+    out: dict[str, Any] = {}
+    for key, value in merged.items():
+        name = _KAFKA_PYTHON_NAMES.get(key, key.replace(".", "_"))
+        if name not in defaults or name in ("key_serializer", "value_serializer"):
+            known = sorted(k.replace("_", ".") for k in defaults)
+            close = difflib.get_close_matches(key, known, n=3)
+            raise ConfigError(f"debezium.sink.kafka.producer.{key} is not supported by the kafka-python client",
+                              f"did you mean {', '.join(close)}?" if close else
+                              "use debezium.sink.kafka.client=confluent for librdkafka settings")
+        out[name] = _typed(name, value, defaults[name], key)
+    return out
+
+
+def _typed(name: str, value: Any, default: Any, key: str) -> Any:
+    if name == "bootstrap_servers":
+        return [s.strip() for s in value.split(",")] if isinstance(value, str) else list(value)
+    if name == "acks":
+        s = str(value).strip().lower()
+        return "all" if s in ("all", "-1") else int(s)
+    if isinstance(default, bool):
+        return as_bool(value, f"debezium.sink.kafka.producer.{key}")
+    if isinstance(default, int) and not isinstance(value, int):
+        try:
+            return int(str(value).strip())
+        except ValueError:
+            raise ConfigError(f"debezium.sink.kafka.producer.{key}: expected an integer, got {value!r}") from None
+    return value
+
+
+# --------------------------------------------------------------------------- confluent-kafka
+class ConfluentProducer:
+    """confluent-kafka (librdkafka). Delivery reports only for failures: successes cost nothing."""
+
+    _TERMINAL_CODES = (
+        "TOPIC_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED", "SASL_AUTHENTICATION_FAILED",
+        "_AUTHENTICATION", "MSG_SIZE_TOO_LARGE", "_MSG_SIZE_TOO_LARGE", "RECORD_LIST_TOO_LARGE",
+        "TOPIC_EXCEPTION", "INVALID_TOPIC_EXCEPTION", "_INVALID_ARG", "INVALID_CONFIG", "_SSL",
+    )
+
+    def __init__(self, settings: Mapping[str, Any], *, create_topics: bool = True,
+                 partitions: int = -1, replication_factor: int = -1) -> None:
+        from confluent_kafka import KafkaError, KafkaException
+        from confluent_kafka import Producer as _Producer
+
+        self._conf = confluent_config(settings)
+        self._create = create_topics
+        self._partitions = partitions
+        self._rf = replication_factor
+        self._KafkaError = KafkaError
+        self._terminal = {getattr(KafkaError, c) for c in self._TERMINAL_CODES if hasattr(KafkaError, c)}
+        self._unknown_topic = {KafkaError.UNKNOWN_TOPIC_OR_PART, getattr(KafkaError, "_UNKNOWN_TOPIC", -188)}
+        self._errors: list[Any] = []
+        self._admin: Any = None
+        conf = dict(self._conf, **{"delivery.report.only.error": True, "on_delivery": self._on_delivery,
+                                   "error_cb": self._on_error})
+        try:
+            self._p = _Producer(conf)
+        except KafkaException as e:
+            raise ConfigError(f"invalid Kafka producer setting: {e.args[0].str()}",
+                              "check the debezium.sink.kafka.producer.* keys") from None
+
+    def _on_delivery(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self._errors.append((err, msg.topic() if msg is not None else None))
+
+    def _on_error(self, err: Any) -> None:
+        # Client-wide errors (all brokers down, ...) are retried by librdkafka; surfacing them
+        # here only as log lines: the per-record delivery reports decide the outcome.
+        log.warning("kafka client error: %s", err.str())
+        if err.fatal():
+            self._errors.append((err, None))
+
+    def send(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers) -> None:
+        while True:
+            try:
+                self._p.produce(topic, value, key, headers=list(headers) if headers else None)
+                return
+            except BufferError:
+                # Local queue full (queue.buffering.max.messages): let deliveries drain.
+                self._p.poll(0.05)
+
+    def flush(self, timeout: float) -> None:
+        left = self._p.flush(timeout)
+        errors, self._errors = self._errors, []
+        if errors:
+            self._raise(errors)
+        if left:
+            raise TransientError(f"Kafka: {left} record(s) not acknowledged within {timeout:.0f} s",
+                                 "the broker is slow or unreachable; the batch will be retried")
+
+    def _raise(self, errors: list[Any]) -> None:
+        err, topic = errors[0]
+        where = f" (topic {topic})" if topic else ""
+        msg = f"Kafka delivery failed for {len(errors)} record(s){where}: {err.str()}"
+        code = err.code()
+        if code in self._unknown_topic and not self._create:
+            raise TerminalError(msg, "create the topic, or set debezium.sink.kafka.topic.creation.enable=true")
+        if err.fatal() or code in self._terminal:
+            raise TerminalError(msg, "check the producer credentials, ACLs and message size limits")
+        raise TransientError(msg, "the batch will be retried")
+
+    def ensure_topics(self, topics: set[str]) -> None:
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        if self._admin is None:
+            self._admin = AdminClient(dict(self._conf))
+        try:
+            existing = set(self._admin.list_topics(timeout=30).topics)
+        except KafkaException as e:
+            raise TransientError(f"Kafka: cannot list topics: {e.args[0].str()}") from None
+        missing = sorted(topics - existing)
+        if not missing:
+            return
+        if not self._create:
+            raise TerminalError(f"Kafka topic(s) {', '.join(missing)} do not exist",
+                                "create them, or set debezium.sink.kafka.topic.creation.enable=true")
+        futures = self._admin.create_topics([NewTopic(t, self._partitions, self._rf) for t in missing],
+                                            request_timeout=30)
+        for name, fut in futures.items():
+            try:
+                fut.result()
+                log.info("created Kafka topic %s", name)
+            except KafkaException as e:
+                kerr = e.args[0]
+                if kerr.code() == self._KafkaError.TOPIC_ALREADY_EXISTS:
+                    continue
+                if kerr.code() in self._terminal or kerr.code() == self._KafkaError.POLICY_VIOLATION:
+                    raise TerminalError(f"Kafka: cannot create topic {name}: {kerr.str()}",
+                                        "create it yourself or grant CREATE on the cluster") from None
+                raise TransientError(f"Kafka: cannot create topic {name}: {kerr.str()}") from None
+
+    def close(self) -> None:
+        self._p.flush(5)
+
+
+# --------------------------------------------------------------------------- kafka-python
+class KafkaPythonProducer:
+    """kafka-python. Slower (pure Python) but no native library; failures checked per future."""
+
+    _TERMINAL = ("TopicAuthorizationFailedError", "ClusterAuthorizationFailedError",
+                 "SaslAuthenticationFailedError", "AuthenticationFailedError", "MessageSizeTooLargeError",
+                 "RecordListTooLargeError", "InvalidTopicError", "UnsupportedVersionError")
+
+    def __init__(self, settings: Mapping[str, Any], *, create_topics: bool = True,
+                 partitions: int = -1, replication_factor: int = -1) -> None:
+        import kafka.errors as kerrors
+        from kafka import KafkaProducer
+
+        self._kwargs = kafka_python_config(settings)
+        self._create = create_topics
+        self._partitions = partitions
+        self._rf = replication_factor
+        self._kerrors = kerrors
+        self._terminal = tuple(getattr(kerrors, n) for n in self._TERMINAL if hasattr(kerrors, n))
+        self._futures: list[Any] = []
+        self._send_errors: list[tuple[BaseException, str]] = []
+        self._admin: Any = None
+        try:
+            self._p = KafkaProducer(**self._kwargs)
+        except kerrors.NoBrokersAvailable as e:
+            raise TransientError(f"Kafka: no broker reachable at {self._kwargs['bootstrap_servers']}: {e}") from None
+        except kerrors.KafkaConfigurationError as e:
+            raise ConfigError(f"invalid Kafka producer setting: {e}") from None
+
+    def send(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers) -> None:
+        try:
+            self._futures.append((self._p.send(topic, value=value, key=key, headers=list(headers)), topic))
+        except self._kerrors.KafkaError as e:
+            self._send_errors.append((e, topic))
+
+    def flush(self, timeout: float) -> None:
+        futures, self._futures = self._futures, []
+        errors, self._send_errors = self._send_errors, []
+        try:
+            self._p.flush(timeout)
+        except self._kerrors.KafkaTimeoutError:
+            raise TransientError(f"Kafka: records not acknowledged within {timeout:.0f} s",
+                                 "the broker is slow or unreachable; the batch will be retried") from None
+        errors += [(f.exception, topic) for f, topic in futures if f.failed()]
+        if errors:
+            e, topic = errors[0]
+            msg = f"Kafka delivery failed for {len(errors)} record(s) (topic {topic}): {e!r}"
+            if isinstance(e, self._terminal):
+                raise TerminalError(msg, "check the producer credentials, ACLs and message size limits")
+            if isinstance(e, self._kerrors.UnknownTopicOrPartitionError) and not self._create:
+                raise TerminalError(msg, "create the topic, or set debezium.sink.kafka.topic.creation.enable=true")
+            raise TransientError(msg, "the batch will be retried")
+
+    def ensure_topics(self, topics: set[str]) -> None:
+        from kafka.admin import KafkaAdminClient, NewTopic
+
+        if self._admin is None:
+            allowed = KafkaAdminClient.DEFAULT_CONFIG
+            self._admin = KafkaAdminClient(**{k: v for k, v in self._kwargs.items() if k in allowed})
+        try:
+            existing = set(self._admin.list_topics())
+        except self._kerrors.KafkaError as e:
+            raise TransientError(f"Kafka: cannot list topics: {e!r}") from None
+        missing = sorted(topics - existing)
+        if not missing:
+            return
+        if not self._create:
+            raise TerminalError(f"Kafka topic(s) {', '.join(missing)} do not exist",
+                                "create them, or set debezium.sink.kafka.topic.creation.enable=true")
+        for name in missing:
+            try:
+                self._admin.create_topics([NewTopic(name, self._partitions, self._rf)])
+                log.info("created Kafka topic %s", name)
+            except self._kerrors.TopicAlreadyExistsError:
+                pass
+            except self._terminal as e:
+                raise TerminalError(f"Kafka: cannot create topic {name}: {e!r}",
+                                    "create it yourself or grant CREATE on the cluster") from None
+            except self._kerrors.KafkaError as e:
+                raise TransientError(f"Kafka: cannot create topic {name}: {e!r}") from None
+
+    def close(self) -> None:
+        try:
+            self._p.close(timeout=5)
+        finally:
+            if self._admin is not None:
+                self._admin.close()
+
+
+def make_producer(client: Client, settings: Mapping[str, Any], **kw: Any) -> Producer:
+    if client == "confluent":
+        return ConfluentProducer(settings, **kw)
+    if client == "kafka-python":
+        return KafkaPythonProducer(settings, **kw)
+    raise ConfigError(f"debezium.sink.kafka.client: unknown client {client!r}",
+                      "valid values: confluent, kafka-python")
+
+
+# --------------------------------------------------------------------------- the sink
+class KafkaSink:
+    """Produces every record of a batch and returns once all are acknowledged (acks=all).
+
+    Keys/values are the JsonConverter bytes (`serialized_batch`, shared with the other sinks);
+    a record with value None is a tombstone. Missing topics are created through the admin
+    client before the first record goes to them. Offsets are not kept here (`last_offset` None).
+    """
+
+    name = "kafka"
+
+    def __init__(self, producer_settings: Mapping[str, Any], *, client: Client = "confluent",
+                 key_schemas_enable: bool = True, value_schemas_enable: bool = True,
+                 topic_creation: bool = True, topic_partitions: int = -1,
+                 topic_replication_factor: int = -1, flush_timeout_s: float | None = None,
+                 producer: Producer | None = None) -> None:
+        self._ks = key_schemas_enable
+        self._vs = value_schemas_enable
+        if flush_timeout_s is None:
+            dt = producer_settings.get("delivery.timeout.ms", producer_settings.get("message.timeout.ms", 120_000))
+            flush_timeout_s = int(dt) / 1000 + 10
+        self._timeout = float(flush_timeout_s)
+        self._known: set[str] = set()
+        self._producer = producer or make_producer(
+            client, producer_settings, create_topics=topic_creation,
+            partitions=topic_partitions, replication_factor=topic_replication_factor)
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> KafkaSink:
+        s: Mapping[str, Any] = getattr(cfg, "sink", {}) or {}
+        ks, vs = schema_flags(cfg)
+        client = str(s.get("kafka.client", "confluent")).strip().lower()
+        if client not in ("confluent", "kafka-python"):
+            raise ConfigError(f"debezium.sink.kafka.client: unknown client {client!r}",
+                              "valid values: confluent, kafka-python")
+        timeout = s.get("kafka.flush.timeout.ms")
+        return cls(
+            sub_config(s, "kafka.producer."), client=client,  # type: ignore[arg-type]
+            key_schemas_enable=ks, value_schemas_enable=vs,
+            topic_creation=as_bool(s.get("kafka.topic.creation.enable", True),
+                                   "debezium.sink.kafka.topic.creation.enable"),
+            topic_partitions=int(s.get("kafka.topic.creation.partitions", -1)),
+            topic_replication_factor=int(s.get("kafka.topic.creation.replication.factor", -1)),
+            flush_timeout_s=int(timeout) / 1000 if timeout is not None else None,
+        )
+
+    def write(self, batch: Batch) -> None:
+        records = batch.records
+        if not records:
+            return
+        topics = {r.topic for r in records}
+        if not topics <= self._known:
+            self._producer.ensure_topics(topics - self._known)
+            self._known |= topics
+        send = self._producer.send
+        for r, (k, v) in zip(records, serialized_batch(batch, self._ks, self._vs), strict=True):
+            send(r.topic, k, v, r.headers)
+        self._producer.flush(self._timeout)
+
+    def last_offset(self) -> tuple[int, dict[str, Any]] | None:
+        return None
+
+    def close(self) -> None:
+        self._producer.close()
+
+
+def wait_for_broker(bootstrap: str, timeout: float = 10.0) -> None:
+    """Block until a broker answers metadata requests (used by tests and the CLI's checks)."""
+    from confluent_kafka.admin import AdminClient
+
+    deadline = time.monotonic() + timeout
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    while True:
+        try:
+            admin.list_topics(timeout=1)
+            return
+        except Exception:
+            if time.monotonic() > deadline:
+                raise TransientError(f"Kafka: no broker answers at {bootstrap}") from None
+            time.sleep(0.1)
