@@ -196,6 +196,9 @@ class Record:
     headers: tuple[tuple[str, bytes], ...] = ()
     collection: str | None = None
     offset: Mapping[str, Any] | None = None
+    # Total-order position of the source change this record came from (source-defined tuple).
+    # The engine uses it to skip records a sink already holds after a crash.
+    pos: tuple[int, ...] | None = None
 
 
 @dataclass(slots=True)

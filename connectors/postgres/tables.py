@@ -1,0 +1,88 @@
+"""Relation-OID → TableSchema cache, rebuilt when pgoutput announces a changed relation.
+
+Column names/types come from the stream's Relation message (authoritative for the tuples that
+follow); nullability, defaults and the primary key come from the catalog — logical decoding does
+not carry them (Debezium reads them the same way).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from connectors import envelope as env
+from connectors import tableschema
+from connectors.config import ConnectorConfig
+from connectors.filters import ColumnRules, TableFilters
+from connectors.postgres import catalog, pgoutput, types
+from connectors.tableschema import ColumnDef, TableSchema
+from connectors.topics import TopicNamer
+
+log = logging.getLogger(__name__)
+
+
+class TableCache:
+    def __init__(self, conn: Any, cfg: ConnectorConfig, namer: TopicNamer, filters: TableFilters,
+                 rules: ColumnRules) -> None:
+        self.conn, self.cfg, self.namer, self.filters, self.rules = conn, cfg, namer, filters, rules
+        self.modes = types.TypeModes.from_config(cfg.source)
+        self.registry = catalog.TypeRegistry(conn)
+        self._relations: dict[int, pgoutput.Relation] = {}
+        self._schemas: dict[int, TableSchema | None] = {}
+        self._warned: set[tuple[str, str]] = set()
+
+    def relation(self, rel: pgoutput.Relation) -> None:
+        old = self._relations.get(rel.oid)
+        if old is not None and _same_shape(old, rel):
+            return
+        self._relations[rel.oid] = rel
+        self._schemas.pop(rel.oid, None)
+
+    def get(self, oid: int) -> TableSchema | None:
+        try:
+            return self._schemas[oid]
+        except KeyError:
+            pass
+        rel = self._relations.get(oid)
+        if rel is None:
+            raise pgoutput.PgOutputError(f"pgoutput: change for relation {oid} before its Relation message")
+        ts = self._build(rel) if self.filters.captures(rel.namespace, rel.name) else None
+        self._schemas[oid] = ts
+        return ts
+
+    def _build(self, rel: pgoutput.Relation) -> TableSchema:
+        info = catalog.load_table(self.conn, rel.namespace, rel.name)
+        by_name = {c.name: c for c in info.columns}
+        cols: list[ColumnDef] = []
+        for rc in rel.columns:
+            ci = by_name.get(rc.name) or catalog.ColumnInfo(rc.name, 0, rc.type_oid, rc.typmod)
+            if ci.type_oid != rc.type_oid or ci.typmod != rc.typmod:
+                # The catalog moved on (ALTER after this change was logged): trust the stream.
+                ci = catalog.ColumnInfo(rc.name, ci.position, rc.type_oid, rc.typmod, ci.not_null,
+                                        ci.default_expr, ci.type_name, *catalog.typmod_length_scale(rc.type_oid, rc.typmod))
+            mapping = types.column_mapping(ci, self.registry, self.modes)
+            if mapping is None:
+                key = (f"{rel.namespace}.{rel.name}", rc.name)
+                if key not in self._warned:
+                    self._warned.add(key)
+                    log.warning("column %s.%s has a type Tidemark cannot map (oid %s); it is left out "
+                                "(set include.unknown.datatypes=true to send it as bytes)", *key, rc.type_oid)
+                cols.append(ColumnDef(rc.name, mapping_schema_placeholder(), emitted=False))
+                continue
+            cols.append(ColumnDef(rc.name, mapping.schema, mapping.convert, ci.type_name, ci.length, ci.scale,
+                                  types.toast_placeholder(mapping.schema, self.modes)))
+        pk = info.primary_key or (info.identity_index_columns if info.replica_identity == "i" else [])
+        return tableschema.build(rel.namespace, rel.name, cols, pk, prefix=self.cfg.topic_prefix,
+                                 namer=self.namer, filters=self.filters, rules=self.rules,
+                                 source_schema=env.PG_SOURCE, unavailable_marker=pgoutput.UNCHANGED_TOAST)
+
+
+def mapping_schema_placeholder() -> Any:
+    from connectors.schema import prim
+    return prim("bytes", optional=True)
+
+
+def _same_shape(a: pgoutput.Relation, b: pgoutput.Relation) -> bool:
+    return (a.namespace, a.name, a.replica_identity) == (b.namespace, b.name, b.replica_identity) and [
+        (c.name, c.type_oid, c.typmod, c.flags) for c in a.columns] == [
+        (c.name, c.type_oid, c.typmod, c.flags) for c in b.columns]
