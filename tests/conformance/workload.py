@@ -1,0 +1,258 @@
+"""The SQL workload shared by the golden samples (tests/golden/postgres) and the conformance test.
+
+Every function takes an open psycopg2 connection; the functions switch it to autocommit (each
+statement is its own transaction) unless they say otherwise. Order of use:
+
+    create_schema(conn)            # DDL: extensions, enum, domains, tables (before any slot)
+    create_publication(conn, pub)  # FOR ALL TABLES
+    create_slot(conn, slot)        # one per consumer, all BEFORE the workload
+    run_workload(conn)             # the DML; returns [(step name, [sql, ...]), ...]
+
+All values are literals (no now(), no random()), so two runs give identical data.
+"""
+from __future__ import annotations
+
+SCHEMA_SQL = [
+    "CREATE EXTENSION IF NOT EXISTS hstore",
+    "CREATE EXTENSION IF NOT EXISTS ltree",
+    "CREATE EXTENSION IF NOT EXISTS citext",
+    "CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy')",
+    "CREATE DOMAIN posint AS integer CHECK (VALUE > 0)",
+    "CREATE DOMAIN amount AS numeric(10,2)",
+    """CREATE TABLE all_types (
+        id serial PRIMARY KEY,
+        c_bool boolean,
+        c_bit1 bit(1),
+        c_bit12 bit(12),
+        c_varbit20 varbit(20),
+        c_varbit varbit,
+        c_int2 smallint,
+        c_int4 integer,
+        c_int8 bigint,
+        c_bigserial bigserial,
+        c_real real,
+        c_double double precision,
+        c_numeric numeric(10,3),
+        c_numeric_noscale numeric,
+        c_numeric_nan numeric,
+        c_money money,
+        c_char char(5),
+        c_varchar varchar(20),
+        c_text text,
+        c_timestamptz timestamptz,
+        c_timetz timetz,
+        c_time0 time(0), c_time1 time(1), c_time2 time(2), c_time3 time(3),
+        c_time4 time(4), c_time5 time(5), c_time6 time(6), c_time time,
+        c_ts0 timestamp(0), c_ts1 timestamp(1), c_ts2 timestamp(2), c_ts3 timestamp(3),
+        c_ts4 timestamp(4), c_ts5 timestamp(5), c_ts6 timestamp(6), c_ts timestamp,
+        c_date date,
+        c_interval interval,
+        c_bytea bytea,
+        c_json json,
+        c_jsonb jsonb,
+        c_xml xml,
+        c_uuid uuid,
+        c_point point,
+        c_ltree ltree,
+        c_citext citext,
+        c_inet inet,
+        c_cidr cidr,
+        c_macaddr macaddr,
+        c_macaddr8 macaddr8,
+        c_int4range int4range,
+        c_int8range int8range,
+        c_numrange numrange,
+        c_tsrange tsrange,
+        c_tstzrange tstzrange,
+        c_daterange daterange,
+        c_enum mood,
+        c_hstore hstore,
+        c_int_arr integer[],
+        c_text_arr text[],
+        c_domain posint,
+        c_domain_num amount,
+        d_int integer NOT NULL DEFAULT 42,
+        d_text text DEFAULT 'hello',
+        d_varchar varchar(10) NOT NULL DEFAULT 'abc',
+        d_bool boolean NOT NULL DEFAULT true,
+        d_numeric numeric(5,2) DEFAULT 1.50,
+        d_double double precision DEFAULT 2.5,
+        d_date date DEFAULT '2020-02-29',
+        d_ts timestamp DEFAULT '2020-01-01 12:34:56.789',
+        d_tstz timestamptz DEFAULT '2020-01-01 12:34:56+00',
+        d_enum mood DEFAULT 'ok',
+        d_uuid uuid DEFAULT '00000000-0000-0000-0000-000000000001',
+        d_bytea bytea DEFAULT '\\xdeadbeef',
+        nn_text text NOT NULL DEFAULT ''
+    )""",
+    "CREATE TABLE items (id integer PRIMARY KEY, name text NOT NULL, qty integer DEFAULT 0)",
+    "CREATE TABLE items_full (id integer PRIMARY KEY, name text, qty integer)",
+    "ALTER TABLE items_full REPLICA IDENTITY FULL",
+    "CREATE TABLE composite_pk (a integer, b varchar(10), v text, PRIMARY KEY (b, a))",
+    "CREATE TABLE nopk (a integer, b text)",
+    "ALTER TABLE nopk REPLICA IDENTITY FULL",
+    "CREATE TABLE toasty (id integer PRIMARY KEY, small integer, big text)",
+    "CREATE TABLE trunc_me (id integer PRIMARY KEY, v text)",
+]
+
+TABLES = ["all_types", "items", "items_full", "composite_pk", "nopk", "toasty", "trunc_me"]
+
+ROW_FULL = """INSERT INTO all_types (
+    c_bool, c_bit1, c_bit12, c_varbit20, c_varbit, c_int2, c_int4, c_int8, c_real, c_double,
+    c_numeric, c_numeric_noscale, c_numeric_nan, c_money, c_char, c_varchar, c_text,
+    c_timestamptz, c_timetz, c_time0, c_time1, c_time2, c_time3, c_time4, c_time5, c_time6, c_time,
+    c_ts0, c_ts1, c_ts2, c_ts3, c_ts4, c_ts5, c_ts6, c_ts, c_date, c_interval, c_bytea,
+    c_json, c_jsonb, c_xml, c_uuid, c_point, c_ltree, c_citext, c_inet, c_cidr, c_macaddr, c_macaddr8,
+    c_int4range, c_int8range, c_numrange, c_tsrange, c_tstzrange, c_daterange, c_enum, c_hstore,
+    c_int_arr, c_text_arr, c_domain, c_domain_num, d_int, d_text
+) VALUES (
+    true, B'1', B'101000000011', B'10110', B'1100110011', 32767, 2147483647, 9223372036854775807,
+    3.14, 2.718281828459045,
+    12345.678, 3.14159265358979, 'NaN', 12.34, 'ab', 'varchar', 'text',
+    '2018-06-20 15:13:16.945104+02', '15:13:16.945104+02',
+    '15:13:16.945104', '15:13:16.945104', '15:13:16.945104', '15:13:16.945104',
+    '15:13:16.945104', '15:13:16.945104', '15:13:16.945104', '15:13:16.945104',
+    '2018-06-20 15:13:16.945104', '2018-06-20 15:13:16.945104', '2018-06-20 15:13:16.945104',
+    '2018-06-20 15:13:16.945104', '2018-06-20 15:13:16.945104', '2018-06-20 15:13:16.945104',
+    '2018-06-20 15:13:16.945104', '2018-06-20 15:13:16.945104',
+    '2018-06-20', '1 year 2 mons 3 days 04:05:06.78', '\\x0102ff',
+    '{"a": 1, "b": [1, 2]}', '{"a": 1, "b": [1, 2]}', '<a><b>1</b></a>',
+    'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '(1.5,2.5)', 'Top.Science.Astronomy', 'MixedCase',
+    '192.168.0.1/24', '10.0.0.0/8', '08:00:2b:01:02:03', '08:00:2b:01:02:03:04:05',
+    '[1,10)', '[1,100]', '(1.5,2.5]', '[2018-06-20 10:00,2018-06-21 10:00)',
+    '[2018-06-20 10:00+00,2018-06-21 10:00+00)', '[2018-06-20,2018-06-25]', 'happy',
+    'a=>1, "b c"=>"x y", n=>NULL', '{1,2,3}', '{"a","b c",NULL}', 7, 99.95, 1, 'set'
+)"""
+
+ROW_DEFAULTS = "INSERT INTO all_types DEFAULT VALUES"
+
+ROW_EDGE = """INSERT INTO all_types (
+    c_bool, c_bit1, c_bit12, c_varbit20, c_varbit, c_int2, c_int4, c_int8, c_real, c_double,
+    c_numeric, c_numeric_noscale, c_numeric_nan, c_money, c_char, c_varchar, c_text,
+    c_timestamptz, c_timetz, c_time0, c_time3, c_time6, c_time, c_ts0, c_ts3, c_ts6, c_ts,
+    c_date, c_interval, c_bytea, c_json, c_jsonb, c_point, c_int4range, c_numrange, c_tsrange,
+    c_daterange, c_hstore, c_int_arr, c_text_arr, c_domain_num, nn_text
+) VALUES (
+    false, B'0', B'000000000000', B'', B'1', -32768, -2147483648, -9223372036854775808,
+    'NaN', '-Infinity',
+    -0.001, 123456789012345678901234567890.123456789, 0, -1.5, '', 'héllo ✓', E'line1\\nline2 "q" \\\\',
+    '1969-12-31 23:59:59.999999+00', '00:00:00+00', '23:59:59', '23:59:59.999', '23:59:59.999999',
+    '00:00:00', '1969-12-31 23:59:59', '1969-12-31 23:59:59.999', '1969-12-31 23:59:59.999999',
+    '1900-01-01 00:00:00', '1900-01-01', '-1 days -00:00:01.5', '\\x', '"scalar"', '[1, "a", null]',
+    '(-1,0)', 'empty', '(,5)', '(,)', '[2020-01-01,2020-01-01]', '', '{}', '{}', -0.01, 'x'
+)"""
+
+
+def _big_text() -> str:
+    # ~12.8 kB of md5 hex: not compressible below the TOAST threshold, so stored out of line
+    return "(SELECT string_agg(md5(i::text), '') FROM generate_series(1, 400) AS i)"
+
+
+# name -> list of statements; a list with "BEGIN" first is run as one transaction
+STEPS: list[tuple[str, list[str]]] = [
+    ("insert all_types (full row, defaults-only row, edge values)", [ROW_FULL, ROW_DEFAULTS, ROW_EDGE]),
+    ("update all_types under REPLICA IDENTITY DEFAULT",
+     ["UPDATE all_types SET c_text = 'changed', c_int4 = 1 WHERE id = 1"]),
+    ("switch all_types to REPLICA IDENTITY FULL; update and delete",
+     ["ALTER TABLE all_types REPLICA IDENTITY FULL",
+      "UPDATE all_types SET c_text = 'full', c_jsonb = '{\"z\": true}' WHERE id = 1",
+      "DELETE FROM all_types WHERE id = 3",
+      "ALTER TABLE all_types REPLICA IDENTITY DEFAULT"]),
+    ("items: insert, update, delete (tombstone), primary key change",
+     ["INSERT INTO items (id, name, qty) VALUES (1, 'one', 1), (2, 'two', 2), (3, 'three', 3)",
+      "INSERT INTO items (id, name) VALUES (5, 'five default qty')",
+      "UPDATE items SET name = 'ONE', qty = 11 WHERE id = 1",
+      "DELETE FROM items WHERE id = 2",
+      "UPDATE items SET id = 30, name = 'thirty' WHERE id = 3"]),
+    ("items_full (REPLICA IDENTITY FULL): insert, update, delete, primary key change",
+     ["INSERT INTO items_full VALUES (1, 'a', 1), (2, 'b', NULL)",
+      "UPDATE items_full SET qty = 100 WHERE id = 1",
+      "DELETE FROM items_full WHERE id = 2",
+      "UPDATE items_full SET id = 10 WHERE id = 1"]),
+    ("composite primary key: insert, update, delete",
+     ["INSERT INTO composite_pk VALUES (1, 'x', 'v1'), (2, 'y', 'v2')",
+      "UPDATE composite_pk SET v = 'v1b' WHERE a = 1",
+      "DELETE FROM composite_pk WHERE a = 2"]),
+    ("nopk (no primary key, REPLICA IDENTITY FULL): insert, update, delete",
+     ["INSERT INTO nopk VALUES (1, 'x'), (2, NULL)",
+      "UPDATE nopk SET b = 'y' WHERE a = 1",
+      "DELETE FROM nopk WHERE a = 2"]),
+    ("toasty: insert a >8 kB text, update another column (TOAST value unchanged), then update it",
+     ["INSERT INTO toasty VALUES (1, 1, " + _big_text() + ")",
+      "UPDATE toasty SET small = 2 WHERE id = 1",
+      "UPDATE toasty SET big = 'short now', small = 3 WHERE id = 1"]),
+    ("logical decoding messages: transactional and not",
+     ["SELECT pg_logical_emit_message(false, 'tm-prefix', 'non-transactional content')",
+      "BEGIN",
+      "SELECT pg_logical_emit_message(true, 'tm-prefix', 'transactional content')",
+      "INSERT INTO items (id, name) VALUES (7, 'with message')",
+      "COMMIT"]),
+    ("multi-statement transaction over three tables",
+     ["BEGIN",
+      "INSERT INTO items (id, name, qty) VALUES (40, 'tx a', 1)",
+      "UPDATE items SET qty = 2 WHERE id = 40",
+      "INSERT INTO items_full VALUES (41, 'tx b', 1)",
+      "INSERT INTO composite_pk VALUES (42, 'tx', 'c')",
+      "DELETE FROM items WHERE id = 5",
+      "COMMIT"]),
+    ("truncate",
+     ["INSERT INTO trunc_me VALUES (1, 'x'), (2, 'y')",
+      "TRUNCATE trunc_me"]),
+    ("last marker row", ["INSERT INTO items (id, name) VALUES (999, 'end')"]),
+]
+
+
+def create_schema(conn) -> None:
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        for sql in SCHEMA_SQL:
+            cur.execute(sql)
+
+
+def create_publication(conn, name: str) -> None:
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute("SELECT 1 FROM pg_publication WHERE pubname = %s", (name,))
+        if not cur.fetchone():
+            cur.execute(f'CREATE PUBLICATION "{name}" FOR ALL TABLES')
+
+
+def create_slot(conn, name: str) -> str:
+    """Create a pgoutput logical slot; returns its consistent-point LSN."""
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute("SELECT lsn::text FROM pg_create_logical_replication_slot(%s, 'pgoutput')", (name,))
+        return cur.fetchone()[0]
+
+
+def drop_slot(conn, name: str) -> None:
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                    "WHERE slot_name = %s AND NOT active", (name,))
+
+
+def run_steps(conn, steps: list[tuple[str, list[str]]]) -> list[tuple[str, list[str]]]:
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        for _name, stmts in steps:
+            for sql in stmts:
+                cur.execute(sql)
+    return steps
+
+
+def run_workload(conn) -> list[tuple[str, list[str]]]:
+    """Run every step of STEPS; returns them (for logging/README)."""
+    return run_steps(conn, STEPS)
+
+
+def workload_sql() -> str:
+    """The whole workload as a readable SQL script (schema first)."""
+    lines = ["-- schema (run before the slots are created)"]
+    lines += [s.strip() + ";" for s in SCHEMA_SQL]
+    lines.append("CREATE PUBLICATION dbz_publication FOR ALL TABLES;")
+    lines.append("SELECT pg_create_logical_replication_slot('<slot>', 'pgoutput');  -- one per capture")
+    for name, stmts in STEPS:
+        lines.append(f"\n-- {name}")
+        lines += [s.strip() + ";" for s in stmts]
+    return "\n".join(lines) + "\n"
