@@ -1,0 +1,202 @@
+"""Suite-wide fixtures: private servers (started lazily, once per session) and small helpers.
+
+Fixtures
+  pg, mariadb, kafka, spark        session-scoped; started on first use, torn down at session end
+  pg_factory, mariadb_factory      function-scoped: start extra servers with custom settings
+  pg_database, mariadb_database    function-scoped: a fresh database on the shared server
+  unique_name                      unique_name("slot") -> "slot_1a2b3c4d"; unique_name.server_id() -> int
+  warehouse                        a fresh empty directory (Path) for Delta tables / sink output
+
+A test that uses a server fixture gets the matching marker automatically (postgres, mariadb,
+kafka, spark), so `-m "not spark"` style selection works without decorating tests.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# `from harness import ...` must work whether or not tests/ becomes a package.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import (  # noqa: E402
+    KafkaBroker,
+    MariaDbServer,
+    PgServer,
+    build_spark,
+    reap_stale,
+    start_kafka,
+    start_mariadb,
+    start_pg,
+)
+from harness import util as _util  # noqa: E402
+
+# fixture name -> marker declared in pyproject.toml
+FIXTURE_MARKERS: dict[str, str] = {
+    "pg": "postgres",
+    "pg_factory": "postgres",
+    "pg_database": "postgres",
+    "mariadb": "mariadb",
+    "mariadb_factory": "mariadb",
+    "mariadb_database": "mariadb",
+    "kafka": "kafka",
+    "spark": "spark",
+}
+
+_startup_times: dict[str, float] = {}
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # Servers orphaned by a session that was SIGKILLed (their owner pid is gone).
+    reap_stale()
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own -m deselection runs
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        # fixturenames is the full closure, so fixtures built on `pg` count too.
+        for marker in sorted({m for f, m in FIXTURE_MARKERS.items() if f in getattr(item, "fixturenames", ())}):
+            if item.get_closest_marker(marker) is None:
+                item.add_marker(marker)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _startup_times:
+        parts = ", ".join(f"{k} {v:.1f}s" for k, v in _startup_times.items())
+        terminalreporter.write_line(f"harness startup: {parts}")
+
+
+# --- session servers ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def pg() -> Iterator[PgServer]:
+    """The shared PostgreSQL server (wal_level=logical). Prefer `pg_database` for isolation."""
+    server = start_pg()
+    _startup_times["postgres"] = server.startup_seconds
+    try:
+        yield server
+    finally:
+        server.destroy()
+
+
+@pytest.fixture(scope="session")
+def mariadb() -> Iterator[MariaDbServer]:
+    """The shared MariaDB server (ROW binlog, FULL images/metadata, strict GTIDs)."""
+    server = start_mariadb()
+    _startup_times["mariadb"] = server.startup_seconds
+    try:
+        yield server
+    finally:
+        server.destroy()
+
+
+@pytest.fixture(scope="session")
+def kafka() -> Iterator[KafkaBroker]:
+    """The shared tansu broker. Topic names should come from `unique_name`."""
+    broker = start_kafka()
+    _startup_times["kafka"] = broker.startup_seconds
+    try:
+        yield broker
+    finally:
+        broker.destroy()
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The shared local[2] SparkSession."""
+    session, seconds = build_spark(tmp_path_factory.mktemp("spark"))
+    _startup_times["spark"] = seconds
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+# --- per-test servers and databases ---------------------------------------------------------
+
+
+@pytest.fixture
+def pg_factory(tmp_path: Path) -> Iterator[Callable[..., PgServer]]:
+    """``pg_factory(wal_level="replica")`` starts an extra PostgreSQL, destroyed after the test."""
+    started: list[PgServer] = []
+
+    def factory(**settings: Any) -> PgServer:
+        server = start_pg(tmp_path, **settings)
+        started.append(server)
+        return server
+
+    try:
+        yield factory
+    finally:
+        for s in reversed(started):
+            s.destroy()
+
+
+@pytest.fixture
+def mariadb_factory(tmp_path: Path) -> Iterator[Callable[..., MariaDbServer]]:
+    """``mariadb_factory(binlog_format="STATEMENT")`` starts an extra MariaDB, destroyed after the test."""
+    started: list[MariaDbServer] = []
+
+    def factory(**settings: Any) -> MariaDbServer:
+        server = start_mariadb(tmp_path, **settings)
+        started.append(server)
+        return server
+
+    try:
+        yield factory
+    finally:
+        for s in reversed(started):
+            s.destroy()
+
+
+@pytest.fixture
+def pg_database(pg: PgServer, unique_name: UniqueNames) -> Iterator[str]:
+    """A fresh database on the shared PostgreSQL; dropped (with its slots) after the test."""
+    name = pg.create_database(unique_name("db"))
+    try:
+        yield name
+    finally:
+        if pg.is_running():
+            pg.drop_database(name)
+
+
+@pytest.fixture
+def mariadb_database(mariadb: MariaDbServer, unique_name: UniqueNames) -> Iterator[str]:
+    """A fresh database on the shared MariaDB; dropped after the test."""
+    name = mariadb.create_database(unique_name("db"))
+    try:
+        yield name
+    finally:
+        if mariadb.is_running():
+            mariadb.drop_database(name)
+
+
+# --- helpers --------------------------------------------------------------------------------
+
+
+class UniqueNames:
+    """Session-unique names: slots, publications, topics, tables, connector names."""
+
+    def __call__(self, prefix: str = "t") -> str:
+        return _util.unique_name(prefix)
+
+    def server_id(self) -> int:
+        """A random binlog client server id (never the test server's own id 1)."""
+        return _util.unique_server_id()
+
+
+@pytest.fixture
+def unique_name() -> UniqueNames:
+    return UniqueNames()
+
+
+@pytest.fixture
+def warehouse(tmp_path: Path) -> Path:
+    path = tmp_path / "warehouse"
+    path.mkdir()
+    return path

@@ -1,0 +1,29 @@
+"""Private servers for the test suite: PostgreSQL, MariaDB, a Kafka-protocol broker, Spark.
+
+Import as ``from harness import start_pg`` (tests/conftest.py puts tests/ on sys.path).
+"""
+
+from .kafka import KafkaBroker, find_tansu, start_kafka
+from .mariadb import MariaDbServer, start_mariadb
+from .postgres import PgServer, contrib_available, find_pg_bindir, start_pg
+from .spark import build_spark
+from .util import HarnessError, free_port, reap_stale, unique_name, unique_server_id, wait_until
+
+__all__ = [
+    "HarnessError",
+    "KafkaBroker",
+    "MariaDbServer",
+    "PgServer",
+    "build_spark",
+    "contrib_available",
+    "find_pg_bindir",
+    "find_tansu",
+    "free_port",
+    "reap_stale",
+    "start_kafka",
+    "start_mariadb",
+    "start_pg",
+    "unique_name",
+    "unique_server_id",
+    "wait_until",
+]
