@@ -33,6 +33,7 @@ from connectors.properties import (
     AVAILABLE_SNAPSHOT_MODES,
     CATALOG,
     CONNECTOR_CLASSES,
+    DEFAULT_SNAPSHOT_MODE,
     HASH_ALGORITHMS,
     HINTS,
     IGNORED,
@@ -382,7 +383,13 @@ def _suggest(key: str, candidates: Iterable[str]) -> str:
     hint = HINTS.get(key)
     if hint:
         return f"; did you mean '{hint}'?"
-    near = difflib.get_close_matches(key, list(candidates), n=3, cutoff=0.75)
+    names = list(candidates)
+    if SOURCE_PREFIX + key in names:  # a connector key at the top of a Debezium Server file
+        return f"; did you mean '{SOURCE_PREFIX + key}'?"
+    scored = sorted(
+        ((difflib.SequenceMatcher(None, key, n).ratio(), n) for n in set(names)), key=lambda x: (-x[0], x[1])
+    )
+    near = [n for r, n in scored[:3] if r >= 0.75 and r >= scored[0][0] - 0.05]
     if not near:
         return ""
     return "; did you mean " + " or ".join(f"'{n}'" for n in near) + "?"
@@ -646,12 +653,16 @@ def _build(raw: dict[str, str], server_shape: bool, path: Path | None) -> Connec
             f"{full('topic.prefix')}={topic_prefix} may contain only letters, digits, '.', '_' and '-'"
         )
     mode = source.get("snapshot.mode")
+    if "snapshot.mode" not in source_text and mode not in AVAILABLE_SNAPSHOT_MODES[connector]:
+        fallback = DEFAULT_SNAPSHOT_MODE[connector]
+        warnings.append(
+            f"{full('snapshot.mode')} is not set and Debezium's default ({mode}) is not available yet in "
+            f"Tidemark; using {fallback}"
+        )
+        source["snapshot.mode"] = mode = fallback
     if mode is not None and mode not in AVAILABLE_SNAPSHOT_MODES[connector]:
-        set_text = conn_raw.get("snapshot.mode", ("", ""))[1]
-        default_note = "" if set_text.strip() else " (Debezium's default)"
         problems.append(
-            f"{full('snapshot.mode')}={mode}{default_note} is not available yet in Tidemark; "
-            f"{SNAPSHOT_MODE_HINT[connector]}"
+            f"{full('snapshot.mode')}={mode} is not available yet in Tidemark; {SNAPSHOT_MODE_HINT[connector]}"
         )
     batch, queue = source.get("max.batch.size"), source.get("max.queue.size")
     if isinstance(batch, int) and batch <= 0:

@@ -62,6 +62,14 @@ AVAILABLE_SNAPSHOT_MODES: dict[Connector, frozenset[str]] = {
     "mariadb": MYSQL_AVAILABLE_SNAPSHOT_MODES,
 }
 
+DEFAULT_SNAPSHOT_MODE: dict[Connector, str] = {
+    "postgres": "no_data",
+    "mysql": "no_data",
+    "mariadb": "no_data",
+}
+"""Used when `snapshot.mode` is not set, while Debezium's default (`initial`) is not available; a
+warning says so. Set to "initial" once initial snapshots land."""
+
 SNAPSHOT_MODE_HINT: dict[Connector, str] = {
     "postgres": "use no_data (stream from the slot's position)",
     "mysql": "use no_data (capture the schema, then stream from the current binlog position)",
@@ -516,6 +524,10 @@ SERVER_PROPERTIES: dict[str, Prop] = {
         P("debezium.sink.type", "list", None, SINK_TYPES),
         P("debezium.sink.kafka.client", "enum", "confluent", ("confluent", "kafka-python")),
         P("debezium.sink.jsonl.path", "str"),
+        P("debezium.sink.kafka.topic.creation.enable", "bool", True),
+        P("debezium.sink.kafka.topic.creation.partitions", "int", -1),
+        P("debezium.sink.kafka.topic.creation.replication.factor", "int", -1),
+        P("debezium.sink.kafka.flush.timeout.ms", "int"),
         P("debezium.format.key", "enum", "json", ("json",)),
         P("debezium.format.value", "enum", "json", ("json",)),
         P("debezium.format.key.schemas.enable", "bool", True),

@@ -1,0 +1,634 @@
+"""connectors.config: file formats, shapes, normalisation, validation messages, redaction."""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+import pytest
+
+from connectors import config
+from connectors.api import ConfigError
+from connectors.config import from_mapping, load, parse_properties
+from connectors.properties import (
+    CATALOG,
+    MYSQL_AVAILABLE_SNAPSHOT_MODES,
+    POSTGRES_AVAILABLE_SNAPSHOT_MODES,
+)
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+PG_SERVER = """\
+# Debezium Server style
+debezium.sink.type=jsonl
+debezium.sink.jsonl.path=-
+debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector
+debezium.source.database.hostname=localhost
+debezium.source.database.port=5433
+debezium.source.database.user=cdc
+debezium.source.database.password=hunter2
+debezium.source.database.dbname=inventory
+debezium.source.topic.prefix=inv
+debezium.source.snapshot.mode=no_data
+"""
+
+PG_PLAIN = {
+    "connector.class": "postgres",
+    "database.hostname": "localhost",
+    "database.user": "cdc",
+    "database.password": "hunter2",
+    "database.dbname": "inventory",
+    "topic.prefix": "inv",
+    "snapshot.mode": "no_data",
+    "debezium.sink.type": "jsonl",
+    "debezium.sink.jsonl.path": "out.jsonl",
+}
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def errors_of(flat: dict[str, str]) -> str:
+    with pytest.raises(ConfigError) as ei:
+        from_mapping(flat)
+    return str(ei.value)
+
+
+def plain(**kw: str) -> dict[str, str]:
+    d = dict(PG_PLAIN)
+    for k, v in kw.items():
+        key = k.replace("__", ".")
+        if v is None:
+            d.pop(key, None)
+        else:
+            d[key] = v
+    return d
+
+
+# --------------------------------------------------------------------------- .properties syntax
+def test_properties_syntax() -> None:
+    text = (
+        "# comment\n"
+        "! also a comment\n"
+        "   \n"
+        "a=1\n"
+        "b : two\n"
+        "c three\n"
+        "d = x\\\n"
+        "     y,\\\n"
+        "     z\n"
+        "e=tab\\there\\u0041\\=\n"
+        "f\\=g=h\n"
+        "empty=\n"
+        "even=ends\\\\\n"
+        "next=1\n"
+    )
+    p = parse_properties(text)
+    assert p == {
+        "a": "1",
+        "b": "two",
+        "c": "three",
+        "d": "xy,z",
+        "e": "tab\thereA=",
+        "f=g": "h",
+        "empty": "",
+        "even": "ends\\",
+        "next": "1",
+    }
+
+
+def test_load_properties_server_shape(tmp_path: Path) -> None:
+    cfg = load(write(tmp_path, "pg.properties", PG_SERVER))
+    assert cfg.connector == "postgres"
+    assert cfg.topic_prefix == "inv"
+    assert cfg.name == "inv"  # defaults to topic.prefix
+    assert cfg.source["database.port"] == 5433
+    assert cfg.source["database.hostname"] == "localhost"
+    assert cfg.sink_types == ["jsonl"]
+    assert cfg.sink["jsonl.path"] == "-"
+    assert cfg.sink["kafka.client"] == "confluent"
+    assert cfg.warehouse == Path("./warehouse")
+    assert cfg.key_schemas_enable is True and cfg.value_schemas_enable is True
+    assert cfg.raw["debezium.source.database.password"] == "hunter2"
+    assert cfg.warnings == []
+
+
+def test_defaults_filled_and_typed() -> None:
+    cfg = from_mapping(PG_PLAIN)
+    s = cfg.source
+    assert s["plugin.name"] == "pgoutput"
+    assert s["slot.name"] == "debezium"
+    assert s["publication.name"] == "dbz_publication"
+    assert s["database.port"] == 5432
+    assert s["decimal.handling.mode"] == "precise"
+    assert s["time.precision.mode"] == "adaptive"
+    assert s["max.batch.size"] == 2048 and s["max.queue.size"] == 8192
+    assert s["tombstones.on.delete"] is True
+    assert s["provide.transaction.metadata"] is False
+    assert s["skipped.operations"] == ["t"]
+    assert s["topic.heartbeat.prefix"] == "__debezium-heartbeat"
+    assert s["unavailable.value.placeholder"] == "__debezium_unavailable_value"
+    assert s["heartbeat.interval.ms"] == 0
+    assert "table.include.list" not in s
+
+
+def test_mysql_defaults_and_random_server_id() -> None:
+    flat = {
+        "connector.class": "io.debezium.connector.mysql.MySqlConnector",
+        "database.hostname": "h",
+        "database.user": "u",
+        "topic.prefix": "m",
+        "snapshot.mode": "no_data",
+        "debezium.sink.type": "delta",
+    }
+    cfg = from_mapping(flat)
+    assert cfg.connector == "mysql"
+    assert cfg.source["database.port"] == 3306
+    assert cfg.source["time.precision.mode"] == "adaptive_time_microseconds"
+    assert 5400 <= cfg.source["database.server.id"] < 6400
+    assert cfg.source["snapshot.locking.mode"] == "minimal"
+    assert from_mapping({**flat, "database.server.id": "184054"}).source["database.server.id"] == 184054
+    maria = from_mapping({**flat, "connector.class": "mariadb"})
+    assert maria.connector == "mariadb"
+    assert maria.source["database.ssl.mode"] == "disable"
+
+
+@pytest.mark.parametrize(
+    ("cls", "expected"),
+    [
+        ("io.debezium.connector.postgresql.PostgresConnector", "postgres"),
+        ("postgres", "postgres"),
+        ("PostgreSQL", "postgres"),
+        ("io.debezium.connector.mysql.MySqlConnector", "mysql"),
+        ("mysql", "mysql"),
+        ("io.debezium.connector.mariadb.MariaDbConnector", "mariadb"),
+        ("mariadb", "mariadb"),
+    ],
+)
+def test_connector_class(cls: str, expected: str) -> None:
+    flat = plain(connector__class=cls)
+    if expected != "postgres":
+        flat.pop("database.dbname")
+    assert from_mapping(flat).connector == expected
+
+
+def test_unknown_connector_class() -> None:
+    msg = errors_of(plain(connector__class="io.debezium.connector.oracle.OracleConnector"))
+    assert "connector.class=io.debezium.connector.oracle.OracleConnector is not supported" in msg
+    assert "missing required property 'connector.class'" in errors_of(plain(connector__class=None))
+
+
+# --------------------------------------------------------------------------- YAML
+YAML_SERVER = """\
+debezium:
+  sink:
+    type: [jsonl, kafka]
+    jsonl: {path: out.jsonl}
+    kafka:
+      client: kafka-python
+      producer:
+        bootstrap.servers: localhost:9092
+        linger.ms: 5
+  format:
+    value.schemas.enable: false
+  source:
+    connector.class: postgres
+    database:
+      hostname: db
+      port: 5432
+      user: cdc
+      password: pw
+      dbname: inv
+    topic.prefix: inv
+    snapshot.mode: no_data
+    table.include.list:
+      - public\\.orders
+      - public\\.customers
+    tombstones.on.delete: false
+tidemark:
+  warehouse: /tmp/wh
+"""
+
+
+def test_load_yaml_server_shape(tmp_path: Path) -> None:
+    cfg = load(write(tmp_path, "pg.yaml", YAML_SERVER))
+    assert cfg.connector == "postgres"
+    assert cfg.sink_types == ["jsonl", "kafka"]
+    assert cfg.sink["kafka.client"] == "kafka-python"
+    assert cfg.sink["kafka.producer.bootstrap.servers"] == "localhost:9092"
+    assert cfg.sink["kafka.producer.linger.ms"] == "5"
+    assert cfg.value_schemas_enable is False and cfg.key_schemas_enable is True
+    assert cfg.source["database.hostname"] == "db"
+    assert cfg.source["tombstones.on.delete"] is False
+    assert cfg.source["table.include.list"] == ["public\\.orders", "public\\.customers"]
+    assert cfg.warehouse == Path("/tmp/wh")
+
+
+def test_load_yaml_plain_shape(tmp_path: Path) -> None:
+    text = (
+        "connector.class: mysql\n"
+        "database.hostname: h\n"
+        "database.user: u\n"
+        "database.server.id: 5401\n"
+        "topic.prefix: shop\n"
+        "snapshot.mode: never\n"
+        "name: shop-connector\n"
+        "debezium.sink.type: delta\n"
+        "tidemark.warehouse: wh\n"
+    )
+    cfg = load(write(tmp_path, "m.yml", text))
+    assert cfg.connector == "mysql"
+    assert cfg.name == "shop-connector"
+    assert cfg.source["database.server.id"] == 5401
+    assert cfg.source["snapshot.mode"] == "never"
+    assert cfg.sink_types == ["delta"]
+    assert cfg.warehouse == Path("wh")
+
+
+def test_overrides(tmp_path: Path) -> None:
+    path = write(tmp_path, "pg.properties", PG_SERVER)
+    cfg = load(
+        path, {"slot.name": "s2", "debezium.sink.type": ["jsonl", "delta"], "tombstones.on.delete": False}
+    )
+    assert cfg.source["slot.name"] == "s2"
+    assert cfg.sink_types == ["jsonl", "delta"]
+    assert cfg.source["tombstones.on.delete"] is False
+
+
+# --------------------------------------------------------------------------- aliases
+def test_aliases_normalised_with_one_warning_each(caplog: pytest.LogCaptureFixture) -> None:
+    flat = plain(
+        topic__prefix=None,
+        database__server__name="legacy",
+        table__whitelist="public\\.a,public\\.b",
+        column__blacklist="public.a.secret",
+        toasted__value__placeholder="__toast",
+        heartbeat__topics__prefix="hb",
+        snapshot__mode="schema_only",
+    )
+    with caplog.at_level(logging.WARNING, logger="connectors.config"):
+        cfg = from_mapping(flat)
+    assert cfg.topic_prefix == "legacy"
+    assert cfg.source["table.include.list"] == ["public\\.a", "public\\.b"]
+    assert cfg.source["column.exclude.list"] == ["public.a.secret"]
+    assert cfg.source["unavailable.value.placeholder"] == "__toast"
+    assert cfg.source["topic.heartbeat.prefix"] == "hb"
+    assert cfg.source["snapshot.mode"] == "no_data"
+    for old in ("database.server.name", "table.whitelist", "column.blacklist", "toasted.value.placeholder"):
+        assert sum(f"'{old}' is deprecated" in w for w in cfg.warnings) == 1
+    assert any(
+        "snapshot.mode=schema_only is deprecated; use snapshot.mode=no_data" in w for w in cfg.warnings
+    )
+    assert [r.getMessage() for r in caplog.records] == cfg.warnings
+    assert "database.server.name" not in cfg.source and "table.whitelist" not in cfg.source
+
+
+def test_mysql_recovery_alias() -> None:
+    flat = {
+        "connector.class": "mysql",
+        "database.hostname": "h",
+        "database.user": "u",
+        "topic.prefix": "m",
+        "database.whitelist": "inventory",
+        "snapshot.mode": "schema_only_recovery",
+        "debezium.sink.type": "delta",
+    }
+    msg = errors_of(flat)
+    assert "snapshot.mode=recovery is not available yet in Tidemark" in msg
+    cfg = from_mapping({**flat, "snapshot.mode": "schema_only"})
+    assert cfg.source["database.include.list"] == ["inventory"]
+
+
+def test_alias_and_current_name_both_set() -> None:
+    msg = errors_of(plain(database__server__name="x"))
+    assert "both 'database.server.name' and its current name 'topic.prefix' are set" in msg
+
+
+# --------------------------------------------------------------------------- errors
+def test_unknown_property_with_suggestion() -> None:
+    msg = errors_of(plain(databse__hostname="x"))
+    assert "unknown property 'databse.hostname'; did you mean 'database.hostname'?" in msg
+
+
+def test_unknown_property_server_shape_suggests_full_name(tmp_path: Path) -> None:
+    path = write(
+        tmp_path, "pg.properties", PG_SERVER + "debezium.source.slot.nmae=x\ndatabase.hostname=oops\n"
+    )
+    with pytest.raises(ConfigError) as ei:
+        load(path)
+    msg = str(ei.value)
+    assert "unknown property 'debezium.source.slot.nmae'; did you mean 'debezium.source.slot.name'?" in msg
+    assert "unknown property 'database.hostname'; did you mean 'debezium.source.database.hostname'?" in msg
+    assert str(path) in msg
+
+
+def test_unknown_sink_key_and_hint() -> None:
+    msg = errors_of(plain(debezium__sink__jsonl__pth="x", tidemark__batch__max__events="10"))
+    assert "unknown property 'debezium.sink.jsonl.pth'; did you mean 'debezium.sink.jsonl.path'?" in msg
+    assert "unknown property 'tidemark.batch.max.events'; did you mean 'max.batch.size'?" in msg
+
+
+def test_bad_enum_value() -> None:
+    msg = errors_of(plain(decimal__handling__mode="exact"))
+    assert "decimal.handling.mode=exact is not one of double, precise, string" in msg
+
+
+def test_enum_is_case_insensitive() -> None:
+    assert from_mapping(plain(decimal__handling__mode="STRING")).source["decimal.handling.mode"] == "string"
+
+
+def test_bad_int_and_bool() -> None:
+    msg = errors_of(plain(database__port="54x", tombstones__on__delete="yes"))
+    assert "database.port=54x is not an integer" in msg
+    assert "tombstones.on.delete=yes is not a boolean (true or false)" in msg
+
+
+def test_all_problems_in_one_error() -> None:
+    flat = plain(database__hostname=None, database__dbname=None, topic__prefix=None)
+    flat.pop("debezium.sink.type")
+    flat["decimal.handling.mode"] = "exact"
+    flat["databse.user"] = "x"
+    msg = errors_of(flat)
+    assert "(6 problems)" in msg
+    for needle in (
+        "missing required property 'database.hostname'",
+        "missing required property 'database.dbname'",
+        "missing required property 'topic.prefix'",
+        "missing required property 'debezium.sink.type'",
+        "decimal.handling.mode=exact",
+        "unknown property 'databse.user'",
+    ):
+        assert needle in msg
+
+
+def test_missing_required_server_shape_uses_full_names(tmp_path: Path) -> None:
+    text = PG_SERVER.replace("debezium.source.database.dbname=inventory\n", "")
+    with pytest.raises(ConfigError, match=r"missing required property 'debezium\.source\.database\.dbname'"):
+        load(write(tmp_path, "pg.properties", text))
+
+
+def test_sink_requirements() -> None:
+    msg = errors_of(plain(debezium__sink__type="jsonl,kafka,s3", debezium__sink__jsonl__path=None))
+    assert "debezium.sink.type=jsonl,kafka,s3: s3 is not one of kafka, delta, jsonl" in msg
+    msg = errors_of(plain(debezium__sink__type="jsonl,kafka", debezium__sink__jsonl__path=None))
+    assert "missing required property 'debezium.sink.jsonl.path'" in msg
+    assert "missing required property 'debezium.sink.kafka.producer.bootstrap.servers'" in msg
+    msg = errors_of(plain(debezium__sink__kafka__client="librdkafka"))
+    assert "debezium.sink.kafka.client=librdkafka is not one of confluent, kafka-python" in msg
+    msg = errors_of(plain(debezium__format__value="avro"))
+    assert "debezium.format.value=avro is not one of json" in msg
+
+
+def test_include_and_exclude_both_set() -> None:
+    msg = errors_of(plain(table__include__list="public.a", table__exclude__list="public.b"))
+    assert "'table.include.list' and 'table.exclude.list' are both set; Debezium refuses this" in msg
+    msg = errors_of(plain(schema__whitelist="public", schema__exclude__list="x"))
+    assert "'schema.whitelist' and 'schema.exclude.list' are both set" in msg
+
+
+def test_bad_regex() -> None:
+    msg = errors_of(plain(table__include__list="public\\.(orders"))
+    assert "table.include.list: invalid regular expression 'public\\\\.(orders'" in msg
+    msg = errors_of(plain(column__mask__with__5__chars="a.b.[c"))
+    assert "column.mask.with.5.chars: invalid regular expression" in msg
+
+
+@pytest.mark.parametrize("plugin", ["decoderbufs", "wal2json", "wal2json_rds_streaming", "mine"])
+def test_only_pgoutput(plugin: str) -> None:
+    msg = errors_of(plain(plugin__name=plugin))
+    assert f"plugin.name={plugin} is not supported: Tidemark supports only pgoutput" in msg
+    assert "built into PostgreSQL" in msg
+    assert from_mapping(plain(plugin__name="pgoutput")).source["plugin.name"] == "pgoutput"
+
+
+def test_snapshot_modes() -> None:
+    assert set(POSTGRES_AVAILABLE_SNAPSHOT_MODES) == {"no_data", "never"}
+    assert {"no_data", "never"} <= MYSQL_AVAILABLE_SNAPSHOT_MODES
+    msg = errors_of(plain(snapshot__mode="initial"))
+    assert (
+        "snapshot.mode=initial is not available yet in Tidemark; use no_data (stream from the slot's position)"
+        in msg
+    )
+    msg = errors_of(plain(snapshot__mode="exported"))  # 1.x name, now initial
+    assert "snapshot.mode=initial is not available yet" in msg
+    msg = errors_of(plain(snapshot__mode="sometimes"))
+    assert "snapshot.mode=sometimes is not one of always, configuration_based, custom, initial" in msg
+    assert from_mapping(plain(snapshot__mode="never")).source["snapshot.mode"] == "never"
+
+
+def test_snapshot_mode_unset_falls_back_with_warning() -> None:
+    cfg = from_mapping(plain(snapshot__mode=None))
+    assert cfg.source["snapshot.mode"] == "no_data"
+    assert any("Debezium's default (initial) is not available yet" in w for w in cfg.warnings)
+
+
+def test_queue_and_batch_sizes() -> None:
+    msg = errors_of(plain(max__batch__size="100", max__queue__size="50"))
+    assert "max.queue.size=50 must be larger than max.batch.size=100" in msg
+
+
+def test_topic_prefix_characters() -> None:
+    assert "may contain only letters, digits" in errors_of(plain(topic__prefix="bad prefix!"))
+
+
+def test_unknown_hash_algorithm() -> None:
+    msg = errors_of(plain(**{"column.mask.hash.SHA-999.with.salt.x": "a.b.c"}))
+    assert "unknown hash algorithm 'SHA-999'" in msg
+
+
+# --------------------------------------------------------------------------- ignored keys
+def test_ignored_keys_one_warning(caplog: pytest.LogCaptureFixture, tmp_path: Path) -> None:
+    extra = (
+        "debezium.source.offset.storage=org.apache.kafka.connect.storage.FileOffsetBackingStore\n"
+        "debezium.source.offset.storage.file.filename=/tmp/offsets.dat\n"
+        "debezium.source.offset.flush.interval.ms=0\n"
+        "debezium.source.schema.history.internal.kafka.topic=h\n"
+        "debezium.source.database.history.file.filename=/tmp/h\n"
+        "debezium.source.tasks.max=1\n"
+        "debezium.source.errors.tolerance=all\n"
+        "debezium.source.key.converter=org.apache.kafka.connect.json.JsonConverter\n"
+        "debezium.sink.kafka.producer.key.serializer=org.apache.kafka.common.serialization.StringSerializer\n"
+        "quarkus.log.console.json=false\n"
+    )
+    with caplog.at_level(logging.WARNING, logger="connectors.config"):
+        cfg = load(write(tmp_path, "pg.properties", PG_SERVER + extra))
+    ignored = [w for w in cfg.warnings if w.startswith("ignoring properties")]
+    assert len(ignored) == 1 and len(cfg.warnings) == 1
+    w = ignored[0]
+    for key in (
+        "debezium.source.offset.storage",
+        "debezium.source.offset.storage.file.filename",
+        "debezium.source.offset.flush.interval.ms",
+        "debezium.source.schema.history.internal.kafka.topic",
+        "debezium.source.database.history.file.filename",
+        "debezium.source.tasks.max",
+        "debezium.source.errors.tolerance",
+        "debezium.source.key.converter",
+        "debezium.sink.kafka.producer.key.serializer",
+        "quarkus.log.console.json",
+    ):
+        assert key in w
+    assert "Tidemark keeps offsets in Delta" in w
+    assert "Tidemark keeps schema history in Delta" in w
+    assert "JSON format is built in" in w
+    assert len([r for r in caplog.records if r.getMessage().startswith("ignoring")]) == 1
+    assert "key.serializer" not in " ".join(cfg.sink)
+    assert "offset.storage" not in cfg.source
+
+
+def test_non_json_converter_refused() -> None:
+    msg = errors_of(plain(value__converter="io.confluent.connect.avro.AvroConverter"))
+    assert "value.converter=io.confluent.connect.avro.AvroConverter is not supported" in msg
+
+
+def test_plain_converter_schemas_enable_honoured() -> None:
+    cfg = from_mapping(plain(key__converter__schemas__enable="false"))
+    assert cfg.key_schemas_enable is False and cfg.value_schemas_enable is True
+    assert cfg.warnings == []
+
+
+def test_errors_max_retries_is_not_ignored() -> None:
+    cfg = from_mapping(plain(errors__max__retries="3"))
+    assert cfg.source["errors.max.retries"] == 3 and cfg.warnings == []
+
+
+# --------------------------------------------------------------------------- prefix families and helpers
+def test_prefix_families_and_column_rules() -> None:
+    cfg = from_mapping(
+        plain(
+            **{
+                "column.mask.with.5.chars": "public.c.ssn",
+                "column.mask.hash.SHA-256.with.salt.CzQMA0cB5K": "public.c.email,public.c.phone",
+                "column.mask.hash.v2.SHA-256.with.salt.s2": "public.c.name",
+                "column.truncate.to.10.chars": "public.c.note",
+                "snapshot.select.statement.overrides": "public.c",
+                "snapshot.select.statement.overrides.public.c": "SELECT * FROM public.c WHERE id > 10",
+                "signal.consumer.security.protocol": "SSL",
+                "transforms": "unwrap",
+                "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
+            }
+        )
+    )
+    masks = cfg.prefix_props("column.mask.with.")
+    assert masks == {"column.mask.with.5.chars": ["public.c.ssn"]}
+    rules = cfg.column_rules()
+    kinds = [(r.kind, r.length, r.algorithm, r.salt) for r in rules]
+    assert ("mask", 5, None, None) in kinds
+    assert ("hash", None, "SHA-256", "CzQMA0cB5K") in kinds
+    assert ("hash_v2", None, "SHA-256", "s2") in kinds
+    assert ("truncate", 10, None, None) in kinds
+    hash_rule = next(r for r in rules if r.kind == "hash")
+    assert hash_rule.hashlib_name == "sha256"
+    assert [p.pattern for p in hash_rule.patterns] == [r"\A(?:public.c.email)\Z", r"\A(?:public.c.phone)\Z"]
+    assert cfg.select_overrides() == {"public.c": "SELECT * FROM public.c WHERE id > 10"}
+    assert cfg.source["signal.consumer.security.protocol"] == "SSL"
+    assert cfg.source["transforms.unwrap.type"] == "io.debezium.transforms.ExtractNewRecordState"
+
+
+def test_regexes_are_anchored_and_case_insensitive() -> None:
+    cfg = from_mapping(plain(table__include__list="public\\.orders,inv\\.a\\,b,public\\.cust.*"))
+    assert cfg.source["table.include.list"] == ["public\\.orders", "inv\\.a,b", "public\\.cust.*"]
+    assert cfg.source_text["table.include.list"] == "public\\.orders,inv\\.a\\,b,public\\.cust.*"
+    pats = cfg.regexes("table.include.list")
+    assert all(isinstance(p, re.Pattern) for p in pats)
+    assert pats[0].match("PUBLIC.ORDERS")
+    assert not pats[0].match("public.orders_archive")
+    assert not pats[0].search("x.public.orders")
+    assert pats[2].match("public.customers")
+    assert cfg.regexes("schema.include.list") == []
+
+
+def test_driver_keys_ignored() -> None:
+    cfg = from_mapping(plain(driver__connectTimeout="10"))
+    assert "driver.connectTimeout" in cfg.warnings[0]
+
+
+# --------------------------------------------------------------------------- secrets
+def test_redaction_and_repr(caplog: pytest.LogCaptureFixture) -> None:
+    flat = plain(
+        database__sslpassword="keypw",
+        debezium__sink__type="kafka",
+        **{
+            "debezium.sink.kafka.producer.bootstrap.servers": "b:9092",
+            "debezium.sink.kafka.producer.sasl.jaas.config": "org.apache...PlainLoginModule required password='x';",
+            "debezium.sink.kafka.producer.ssl.key.password": "sslkeypw",
+            "debezium.sink.kafka.producer.basic.auth.user.info": "u:p",
+            "debezium.sink.kafka.producer.client.secret": "cs",
+        },
+    )
+    with caplog.at_level(logging.DEBUG):
+        cfg = from_mapping(flat)
+    red = cfg.redacted()
+    assert red["database.password"] == "********"
+    assert red["database.sslpassword"] == "********"
+    assert red["debezium.sink.kafka.producer.sasl.jaas.config"] == "********"
+    assert red["debezium.sink.kafka.producer.ssl.key.password"] == "********"
+    assert red["debezium.sink.kafka.producer.basic.auth.user.info"] == "********"
+    assert red["debezium.sink.kafka.producer.client.secret"] == "********"
+    assert red["database.hostname"] == "localhost"
+    assert cfg.redacted_source()["database.password"] == "********"
+    assert cfg.source["database.password"] == "hunter2"  # still usable
+    for secret in ("hunter2", "keypw", "sslkeypw", "u:p"):
+        assert secret not in repr(cfg) and secret not in str(cfg)
+        assert secret not in caplog.text
+
+
+def test_password_not_in_error_message() -> None:
+    msg = errors_of(plain(databse__password="hunter2x"))
+    assert "hunter2" not in msg
+
+
+def test_custom_sanitize_pattern_extends() -> None:
+    cfg = from_mapping(plain(custom__sanitize__pattern=".*hostname$"))
+    assert cfg.redacted()["database.hostname"] == "********"
+    assert cfg.redacted()["database.password"] == "********"
+
+
+# --------------------------------------------------------------------------- catalog and examples
+def test_catalog_has_both_connectors_properties() -> None:
+    pg, my = CATALOG["postgres"], CATALOG["mysql"]
+    for name in (
+        "slot.name",
+        "publication.autocreate.mode",
+        "hstore.handling.mode",
+        "interval.handling.mode",
+    ):
+        assert name in pg and name not in my
+    for name in (
+        "database.server.id",
+        "bigint.unsigned.handling.mode",
+        "gtid.source.includes",
+        "include.query",
+    ):
+        assert name in my and name not in pg
+    assert pg["publication.autocreate.mode"].choices == ("all_tables", "disabled", "filtered", "no_tables")
+    assert pg["database.password"].type == "password"
+    assert my["table.include.list"].type == "regex-list"
+
+
+@pytest.mark.parametrize(
+    "name", ["postgres.properties", "postgres.yaml", "mysql.properties", "mariadb.properties"]
+)
+def test_examples_load(name: str) -> None:
+    cfg = load(EXAMPLES / name)
+    assert cfg.connector in ("postgres", "mysql", "mariadb")
+    assert cfg.sink_types
+    if name.startswith("postgres"):
+        assert cfg.sink_types == ["kafka", "delta", "jsonl"]
+        assert cfg.connector == "postgres"
+    assert not [w for w in cfg.warnings if "deprecated" in w]
+
+
+def test_postgres_examples_agree() -> None:
+    a, b = load(EXAMPLES / "postgres.properties"), load(EXAMPLES / "postgres.yaml")
+    assert a.source == b.source
+    assert a.sink == b.sink
+    assert a.warehouse == b.warehouse
+
+
+def test_module_exports() -> None:
+    assert config.ConfigError is ConfigError
