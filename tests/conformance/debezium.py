@@ -121,7 +121,7 @@ def _child(a: argparse.Namespace) -> int:
     from pydbzengine import BasePythonChangeHandler, DebeziumJsonEngine
 
     props = json.loads(Path(a.props).read_text())
-    out = open(a.out, "a")
+    out = open(a.out, "a")  # noqa: SIM115 - closed explicitly before os._exit
     seen = {"n": 0, "last": time.time()}
     lock = threading.Lock()
 
