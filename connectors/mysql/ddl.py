@@ -1,0 +1,609 @@
+"""MySQL DDL → table model changes, the way Debezium's `MySqlAntlrDdlParser` applies them.
+
+sqlglot (dialect `mysql`) parses the statement structure; because sqlglot normalises type
+names (INTEGER → INT, REAL → FLOAT, BOOL → BOOLEAN) and does not know spatial types, the column
+type keywords Debezium reports as `typeName` are read from sqlglot's token stream of the original
+text, and spatial/`NATIONAL`/`LONG VARCHAR` types are rewritten only in the copy sqlglot parses.
+
+`DdlParser.apply(sql, current_db)` mutates a `Tables` model and returns the `TableChange`s it
+made; statements sqlglot cannot parse raise `UnparseableDdl` (the caller applies
+`schema.history.internal.skip.unparseable.ddl`).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokens import TokenType
+
+from connectors.mysql import model
+from connectors.mysql.model import Column, Table, Tables
+
+log = logging.getLogger(__name__)
+
+ChangeType = Literal["CREATE", "ALTER", "DROP"]
+
+
+class UnparseableDdl(Exception):
+    def __init__(self, sql: str, reason: str) -> None:
+        super().__init__(f"cannot parse DDL statement: {reason}\n  statement: {sql[:500]}")
+        self.sql = sql
+
+
+@dataclass
+class TableChange:
+    type: ChangeType
+    db: str
+    table: str
+    definition: Table
+    old_table: str | None = None  # set for renames
+
+    @property
+    def id(self) -> str:
+        new = f'"{self.db}"."{self.table}"'
+        if self.old_table is not None:
+            return f'"{self.db}"."{self.old_table}",{new}'
+        return new
+
+
+@dataclass
+class DdlResult:
+    """What one statement did: table changes, database-level effect, the db it applies to."""
+
+    changes: list[TableChange]
+    database: str | None
+    kind: str  # create_table, alter_table, drop_table, rename_table, create_database, drop_database,
+    #             use, truncate, ignored
+    truncated: list[tuple[str, str]] | None = None
+
+
+_SPATIAL_RE = re.compile(
+    r"(?<![\w`])(point|linestring|polygon|multipoint|multilinestring|multipolygon|geometrycollection|geomcollection)"
+    r"(?=\s*(?:$|[,)\s]))", re.I)
+_REWRITES = [
+    (re.compile(r"\bnational\s+(char|varchar|character)\b", re.I), r"\1"),
+    (re.compile(r"\bnchar\s+varchar\b", re.I), "varchar"),
+    (re.compile(r"\blong\s+varbinary\b", re.I), "mediumblob"),
+    (re.compile(r"\blong\s+varchar\b", re.I), "mediumtext"),
+    (re.compile(r"\bmiddleint\b", re.I), "mediumint"),
+    (re.compile(r"\bint1\b", re.I), "tinyint"),
+    (re.compile(r"\bint2\b", re.I), "smallint"),
+    (re.compile(r"\bint3\b", re.I), "mediumint"),
+    (re.compile(r"\bint8\b", re.I), "bigint"),
+    (re.compile(r"\bfloat4\b", re.I), "float"),
+    (re.compile(r"\bfloat8\b", re.I), "double"),
+    (re.compile(r"\bgeomcollection\b", re.I), "geometry"),
+]
+_NAME_KEYWORDS = {"COLUMN", "ADD", "MODIFY", "CHANGE", "AFTER", "BY", "KEY", "INDEX", "ON", "EXISTS", "TO"}
+_TYPE_WORDS = set(model.JDBC_TYPES) | {"NATIONAL", "LONG"}
+
+
+def _prepare(sql: str) -> str:
+    def spatial(m: re.Match[str]) -> str:
+        # Only a type position: the previous word is a column name, not a keyword.
+        before = sql[:m.start()].rstrip()
+        prev = re.search(r"(`[^`]*`|\w+)$", before)
+        if prev is None or prev.group(1).upper() in _NAME_KEYWORDS or before.endswith(("(", ",")):
+            return m.group(0)
+        return "GEOMETRY"
+    out = _SPATIAL_RE.sub(spatial, sql)
+    for rx, repl in _REWRITES:
+        out = rx.sub(repl, out)
+    return out
+
+
+def _unquote(name: str) -> str:
+    if len(name) >= 2 and name[0] == name[-1] and name[0] in "`\"'":
+        q = name[0]
+        return name[1:-1].replace(q + q, q)
+    return name
+
+
+def _scan_type_names(sql: str) -> dict[str, list[str]]:
+    """column name (lower) → original type keywords + UNSIGNED/ZEROFILL, from the token stream."""
+    try:
+        tokens = sqlglot.tokenize(sql, read="mysql")
+    except TokenError:
+        return {}
+    out: dict[str, list[str]] = {}
+    n = len(tokens)
+    for i in range(1, n - 1):
+        t, nxt = tokens[i], tokens[i + 1]
+        word = nxt.text.upper()
+        if word not in _TYPE_WORDS:
+            continue
+        if t.token_type not in (TokenType.VAR, TokenType.IDENTIFIER) and not t.text.isidentifier():
+            continue
+        prev = tokens[i - 1]
+        prev_ok = prev.token_type in (TokenType.L_PAREN, TokenType.COMMA) or prev.text.upper() in (
+            "COLUMN", "ADD", "MODIFY") or (prev.token_type in (TokenType.VAR, TokenType.IDENTIFIER)
+                                           and i >= 2 and tokens[i - 2].text.upper() in ("CHANGE", "COLUMN"))
+        if not prev_ok:
+            continue
+        words = [word]
+        j = i + 2
+        if word in ("NATIONAL", "LONG") and j < n:
+            words.append(tokens[j].text.upper())
+            j += 1
+            if words[-1] == "CHAR" and j < n and tokens[j].text.upper() == "VARYING":
+                words.append("VARYING")
+                j += 1
+        elif word in ("DOUBLE",) and j < n and tokens[j].text.upper() == "PRECISION":
+            words.append("PRECISION")
+            j += 1
+        elif word in ("CHAR", "CHARACTER") and j < n and tokens[j].text.upper() == "VARYING":
+            words.append("VARYING")
+            j += 1
+        if j < n and tokens[j].token_type == TokenType.L_PAREN:
+            depth = 0
+            while j < n:
+                if tokens[j].token_type == TokenType.L_PAREN:
+                    depth += 1
+                elif tokens[j].token_type == TokenType.R_PAREN:
+                    depth -= 1
+                    if depth == 0:
+                        j += 1
+                        break
+                j += 1
+        while j < n and tokens[j].text.upper() in ("UNSIGNED", "SIGNED", "ZEROFILL"):
+            if tokens[j].text.upper() != "SIGNED":
+                words.append(tokens[j].text.upper())
+            j += 1
+        out.setdefault(_unquote(t.text).lower(), words)
+    return out
+
+
+def _type_name(words: list[str]) -> str:
+    """Debezium's typeName: the type keyword(s), then UNSIGNED / ZEROFILL."""
+    base = [w for w in words if w not in ("UNSIGNED", "ZEROFILL")]
+    name = " ".join(base)
+    if name in ("DOUBLE PRECISION",):
+        name = "DOUBLE PRECISION"
+    if "UNSIGNED" in words or ("ZEROFILL" in words):
+        name += " UNSIGNED"  # ZEROFILL implies UNSIGNED in MySQL
+    if "ZEROFILL" in words:
+        name += " ZEROFILL"
+    return name
+
+
+_DTYPE_NAMES = {
+    "UINT": "INT UNSIGNED", "UTINYINT": "TINYINT UNSIGNED", "USMALLINT": "SMALLINT UNSIGNED",
+    "UMEDIUMINT": "MEDIUMINT UNSIGNED", "UBIGINT": "BIGINT UNSIGNED", "UDOUBLE": "DOUBLE UNSIGNED",
+    "UDECIMAL": "DECIMAL UNSIGNED", "UFLOAT": "FLOAT UNSIGNED", "TIMESTAMPTZ": "TIMESTAMP",
+}
+
+
+class DdlParser:
+    """Applies DDL statements to a `Tables` model."""
+
+    def __init__(self, tables: Tables) -> None:
+        self.tables = tables
+
+    # ------------------------------------------------------------------ entry point
+    def apply(self, sql: str, current_db: str | None) -> DdlResult:
+        text = sql.strip().rstrip(";").strip()
+        if not text:
+            return DdlResult([], current_db, "ignored")
+        m = re.match(r"(?is)^rename\s+tables?\s+(.*)$", text)
+        if m:
+            return self._rename_tables(m.group(1), current_db)
+        prepared = _prepare(text)
+        try:
+            stmts = sqlglot.parse(prepared, read="mysql")
+        except (ParseError, TokenError) as e:
+            if _is_table_ddl(text):
+                raise UnparseableDdl(text, str(e).splitlines()[0]) from None
+            return DdlResult([], current_db, "ignored")
+        if len(stmts) != 1 or stmts[0] is None:
+            raise UnparseableDdl(text, "expected exactly one statement")
+        st = stmts[0]
+        types = _scan_type_names(text)
+        if isinstance(st, exp.Use):
+            return DdlResult([], _unquote(st.this.name) if st.this else current_db, "use")
+        if isinstance(st, exp.Create):
+            kind = (st.args.get("kind") or "").upper()
+            if kind in ("DATABASE", "SCHEMA"):
+                return self._create_db(st)
+            if kind == "TABLE":
+                return self._create_table(st, current_db, types)
+            return DdlResult([], current_db, "ignored")
+        if isinstance(st, exp.Drop):
+            kind = (st.args.get("kind") or "").upper()
+            if kind in ("DATABASE", "SCHEMA"):
+                return self._drop_db(st)
+            if kind == "TABLE":
+                return self._drop_tables(st, current_db)
+            return DdlResult([], current_db, "ignored")
+        if isinstance(st, exp.Alter):
+            if (st.args.get("kind") or "").upper() != "TABLE":
+                return DdlResult([], current_db, "ignored")
+            return self._alter(st, current_db, types)
+        if isinstance(st, exp.TruncateTable):
+            ids = [self._tid(t, current_db) for t in st.expressions]
+            return DdlResult([], ids[0][0] if ids else current_db, "truncate", truncated=ids)
+        if isinstance(st, exp.Command) and _is_table_ddl(text):
+            raise UnparseableDdl(text, "statement not understood")
+        return DdlResult([], current_db, "ignored")
+
+    # ------------------------------------------------------------------ helpers
+    def _tid(self, t: exp.Expression, current_db: str | None) -> tuple[str, str]:
+        if isinstance(t, exp.Schema):
+            t = t.this
+        name = t.name
+        db = t.args.get("db")
+        dbn = db.name if db is not None else current_db
+        if not dbn:
+            raise UnparseableDdl(t.sql("mysql"), f"no database selected for table {name!r}")
+        return dbn, name
+
+    def _db_charset(self, db: str) -> str:
+        return self.tables.db_charsets.get(db) or self.tables.server_charset
+
+    def _create_db(self, st: exp.Create) -> DdlResult:
+        name = st.this.name
+        cs = _charset_of(st.args.get("properties"))
+        if cs:
+            self.tables.db_charsets[name] = cs
+        else:
+            self.tables.db_charsets.setdefault(name, self.tables.server_charset)
+        return DdlResult([], name, "create_database")
+
+    def _drop_db(self, st: exp.Drop) -> DdlResult:
+        target = st.this if st.this is not None else (st.args.get("tables") or st.expressions)[0]
+        name = target.name
+        changes = []
+        for t in list(self.tables.in_db(name)):
+            self.tables.drop(t.db, t.name)
+            changes.append(TableChange("DROP", t.db, t.name, t))
+        self.tables.db_charsets.pop(name, None)
+        return DdlResult(changes, name, "drop_database")
+
+    def _create_table(self, st: exp.Create, current_db: str | None, types: dict[str, list[str]]) -> DdlResult:
+        target = st.this
+        db, name = self._tid(target, current_db)
+        props = st.args.get("properties")
+        like = None
+        if props is not None:
+            for p in props.expressions:
+                if isinstance(p, exp.LikeProperty):
+                    like = p.this
+        if like is None and isinstance(target, exp.Schema):
+            for e in target.expressions:
+                if isinstance(e, exp.LikeProperty):
+                    like = e.this
+        if st.args.get("exists") and self.tables.get(db, name) is not None:
+            return DdlResult([], db, "create_table")
+        if like is not None:
+            sdb, sname = self._tid(like, current_db)
+            src = self.tables.get(sdb, sname)
+            if src is None:
+                log.warning("CREATE TABLE %s.%s LIKE %s.%s: source table unknown", db, name, sdb, sname)
+                return DdlResult([], db, "create_table")
+            table = Table.from_dict(src.to_dict())
+            table.db, table.name = db, name
+            self.tables.put(table)
+            return DdlResult([TableChange("CREATE", db, name, table)], db, "create_table")
+        if not isinstance(target, exp.Schema):
+            # CREATE TABLE ... AS SELECT: columns unknown without executing it.
+            raise UnparseableDdl(st.sql("mysql"), "CREATE TABLE without a column list")
+        charset = _charset_of(props) or self._db_charset(db)
+        table = Table(db, name, default_charset=charset, comment=_comment_of(props))
+        pk: list[str] = []
+        for e in target.expressions:
+            if isinstance(e, exp.ColumnDef):
+                col, is_pk = self._column(e, types, charset, len(table.columns) + 1)
+                table.columns.append(col)
+                if is_pk:
+                    pk.append(col.name)
+            elif isinstance(e, exp.PrimaryKey):
+                pk = _pk_names(e)
+            elif isinstance(e, exp.Constraint):
+                for k in e.expressions:
+                    if isinstance(k, exp.PrimaryKey):
+                        pk = _pk_names(k)
+        _set_pk(table, pk)
+        self.tables.put(table)
+        return DdlResult([TableChange("CREATE", db, name, table)], db, "create_table")
+
+    def _drop_tables(self, st: exp.Drop, current_db: str | None) -> DdlResult:
+        changes = []
+        db = current_db
+        targets = st.args.get("tables") or st.expressions or ([st.this] if st.this is not None else [])
+        for t in targets:
+            db, name = self._tid(t, current_db)
+            old = self.tables.drop(db, name)
+            if old is not None:
+                changes.append(TableChange("DROP", db, name, old))
+        return DdlResult(changes, db, "drop_table")
+
+    def _rename_tables(self, body: str, current_db: str | None) -> DdlResult:
+        changes = []
+        db = current_db
+        for pair in re.split(r",(?=(?:[^`]*`[^`]*`)*[^`]*$)", body):
+            m = re.match(r"(?is)^\s*(\S+)\s+to\s+(\S+)\s*$", pair)
+            if not m:
+                raise UnparseableDdl("RENAME TABLE " + body, "bad RENAME TABLE list")
+            (odb, oname), (ndb, nname) = (_split_id(m.group(1), current_db), _split_id(m.group(2), current_db))
+            table = self.tables.drop(odb, oname)
+            db = ndb
+            if table is None:
+                continue
+            table.db, table.name = ndb, nname
+            self.tables.put(table)
+            changes.append(TableChange("ALTER", ndb, nname, table, old_table=oname if odb == ndb else None))
+        return DdlResult(changes, db, "rename_table")
+
+    def _alter(self, st: exp.Alter, current_db: str | None, types: dict[str, list[str]]) -> DdlResult:
+        db, name = self._tid(st.this, current_db)
+        table = self.tables.get(db, name)
+        if table is None:
+            log.debug("ALTER TABLE %s.%s: table not in the model, ignored", db, name)
+            return DdlResult([], db, "alter_table")
+        table = Table.from_dict(table.to_dict())
+        charset = table.default_charset or self._db_charset(db)
+        new_name = None
+        for act in st.args.get("actions") or []:
+            if isinstance(act, exp.ColumnDef):
+                col, is_pk = self._column(act, types, charset, 0)
+                _insert(table, col, act.args.get("position"))
+                if is_pk:
+                    _set_pk(table, [col.name])
+            elif isinstance(act, exp.ModifyColumn):
+                cd = act.this
+                old = act.args.get("rename_from")
+                old_name = old.name if old is not None else cd.name
+                existing = table.column(old_name)
+                col, is_pk = self._column(cd, types, charset, 0)
+                if existing is None:
+                    raise UnparseableDdl(st.sql("mysql"), f"unknown column {old_name!r} in {db}.{name}")
+                idx = table.columns.index(existing)
+                pos = cd.args.get("position")
+                if pos is None:
+                    table.columns[idx] = col
+                else:
+                    table.columns.pop(idx)
+                    _insert(table, col, pos)
+                table.primary_key = [col.name if k.lower() == old_name.lower() else k for k in table.primary_key]
+                if col.name in table.primary_key:
+                    col.optional = False
+                if is_pk:
+                    _set_pk(table, [col.name])
+            elif isinstance(act, exp.RenameColumn):
+                c = table.column(act.this.name)
+                if c is not None:
+                    old = c.name
+                    c.name = act.args["to"].name
+                    table.primary_key = [c.name if k == old else k for k in table.primary_key]
+            elif isinstance(act, exp.Drop) and (act.args.get("kind") or "").upper() == "COLUMN":
+                for c in act.args.get("tables") or act.expressions or []:
+                    col = table.column(c.name)
+                    if col is not None:
+                        table.columns.remove(col)
+                        table.primary_key = [k for k in table.primary_key if k.lower() != col.name.lower()]
+            elif isinstance(act, exp.AddConstraint):
+                for k in act.expressions:
+                    if isinstance(k, exp.PrimaryKey):
+                        _set_pk(table, _pk_names(k))
+                    elif isinstance(k, exp.Constraint):
+                        for kk in k.expressions:
+                            if isinstance(kk, exp.PrimaryKey):
+                                _set_pk(table, _pk_names(kk))
+            elif isinstance(act, exp.DropPrimaryKey):
+                table.primary_key = []
+            elif isinstance(act, exp.AlterRename):
+                ndb, nname = self._tid(act.this, db)
+                new_name = (ndb, nname)
+            elif isinstance(act, exp.AlterColumn):
+                c = table.column(act.this.name)
+                if c is not None:
+                    if act.args.get("drop"):
+                        c.has_default, c.default, c.default_is_expr = False, None, False
+                    elif act.args.get("default") is not None:
+                        c.has_default = True
+                        c.default, c.default_is_expr = _default_text(act.args["default"])
+            else:
+                cs = _charset_of(act) if isinstance(act, (exp.Properties, exp.Property)) else None
+                if cs:
+                    table.default_charset = cs
+        old_name = None
+        if new_name is not None and new_name != (db, name):
+            self.tables.drop(db, name)
+            old_name = name if new_name[0] == db else None
+            table.db, table.name = new_name
+            db, name = new_name
+        self.tables.put(table)
+        return DdlResult([TableChange("ALTER", db, name, table, old_table=old_name)], db, "alter_table")
+
+    def _column(self, cd: exp.ColumnDef, types: dict[str, list[str]], table_charset: str | None,
+                position: int) -> tuple[Column, bool]:
+        name = cd.name
+        kind = cd.args.get("kind")
+        words = types.get(name.lower())
+        dtype = kind.this.name if kind is not None else "TEXT"
+        type_name = _type_name(words) if words else _DTYPE_NAMES.get(dtype, dtype)
+        base = type_name.split(" ", 1)[0]
+        if base == "SERIAL":
+            type_name, base = "BIGINT UNSIGNED", "BIGINT"
+        if base == "CHARACTER" and "VARYING" in type_name:
+            base = "VARCHAR"
+        params = [p for p in (kind.expressions if kind is not None else [])]
+        length = scale = None
+        enum_values: list[str] = []
+        if base in ("ENUM", "SET"):
+            enum_values = [_literal_text(p) for p in params]
+            length = 1 if base == "ENUM" else max(1, sum(len(v) for v in enum_values) + len(enum_values) - 1)
+        else:
+            nums = [int(_literal_text(p)) for p in params if _literal_text(p).lstrip("-").isdigit()]
+            if nums:
+                length = nums[0]
+                if len(nums) > 1:
+                    scale = nums[1]
+            if base in ("DECIMAL", "DEC", "FIXED", "NUMERIC"):
+                if length is None:
+                    length = 10
+                if scale is None:
+                    scale = 0
+        jdbc = model.JDBC_TYPES.get(base, model.OTHER)
+        if base in ("NATIONAL",):
+            jdbc = model.NVARCHAR if "VARCHAR" in type_name or "VARYING" in type_name else model.NCHAR
+        col = Column(name=name, type_name=type_name, position=position, jdbc_type=jdbc, length=length, scale=scale,
+                     enum_values=enum_values, type_expression=type_name)
+        is_pk = False
+        charset = None
+        collate = None
+        for c in cd.constraints:
+            k = c.kind
+            if isinstance(k, exp.NotNullColumnConstraint):
+                col.optional = bool(k.args.get("allow_null"))
+            elif isinstance(k, exp.DefaultColumnConstraint):
+                col.has_default = True
+                col.default, col.default_is_expr = _default_text(k.this)
+            elif isinstance(k, exp.AutoIncrementColumnConstraint):
+                col.auto_increment = True
+            elif isinstance(k, exp.PrimaryKeyColumnConstraint):
+                is_pk = True
+            elif isinstance(k, (exp.ComputedColumnConstraint, exp.GeneratedAsIdentityColumnConstraint)):
+                col.generated = True
+            elif isinstance(k, exp.CommentColumnConstraint):
+                col.comment = _literal_text(k.this)
+            elif isinstance(k, exp.CharacterSetColumnConstraint):
+                charset = k.this.name.lower()
+            elif isinstance(k, exp.CollateColumnConstraint):
+                collate = k.this.name.lower()
+        if dtype == "SERIAL" or (words and words[0] == "SERIAL"):
+            col.optional, col.auto_increment = False, True
+        if base in model.STRING_TYPES or base == "NATIONAL":
+            if charset is None and collate:
+                charset = collate.split("_", 1)[0]
+            col.charset = charset or table_charset
+            if base in ("NCHAR", "NVARCHAR", "NATIONAL"):
+                col.charset = "utf8mb3" if charset is None else charset
+        if is_pk:
+            col.optional = False
+        return col, is_pk
+
+
+def _split_id(text: str, current_db: str | None) -> tuple[str, str]:
+    parts = re.findall(r"`((?:[^`]|``)*)`|([^.`]+)", text.strip())
+    names = [(a.replace("``", "`") if a else b) for a, b in parts]
+    if len(names) == 1:
+        if not current_db:
+            raise UnparseableDdl(text, "no database selected")
+        return current_db, names[0]
+    return names[0], names[1]
+
+
+def _is_table_ddl(text: str) -> bool:
+    return bool(re.match(r"(?is)^\s*(create|alter|drop|rename|truncate)\s+(temporary\s+)?(table|database|schema)\b",
+                         text))
+
+
+def _literal_text(e: Any) -> str:
+    if isinstance(e, exp.DataTypeParam):
+        e = e.this
+    if isinstance(e, exp.Literal):
+        return str(e.this)
+    if isinstance(e, exp.Expression):
+        return e.name or e.sql("mysql")
+    return str(e)
+
+
+def _default_text(e: exp.Expression) -> tuple[str | None, bool]:
+    """(default text, is-expression). NULL → (None, False)."""
+    if isinstance(e, exp.Null):
+        return None, False
+    if isinstance(e, exp.Literal):
+        return str(e.this), False
+    if isinstance(e, exp.Neg) and isinstance(e.this, exp.Literal):
+        return "-" + str(e.this.this), False
+    if isinstance(e, exp.Boolean):
+        return ("1" if e.this else "0"), False
+    if isinstance(e, exp.BitString):
+        return f"b'{e.this}'", False
+    if isinstance(e, exp.HexString):
+        return str(int(e.this, 16)), False
+    if isinstance(e, exp.Paren):
+        return _default_text(e.this) if isinstance(e.this, (exp.Literal, exp.Neg)) else (e.sql("mysql"), True)
+    if isinstance(e, exp.Column) and not e.table:
+        return e.name, e.name.upper().startswith(("CURRENT_", "NOW", "LOCALTIME"))
+    return e.sql("mysql"), True
+
+
+def _charset_of(node: Any) -> str | None:
+    if node is None:
+        return None
+    items = node.expressions if isinstance(node, exp.Properties) else [node]
+    collate = None
+    for p in items:
+        if isinstance(p, exp.CharacterSetProperty):
+            return p.this.name.lower()
+        if isinstance(p, exp.CollateProperty):
+            collate = p.this.name.lower()
+    return collate.split("_", 1)[0] if collate else None
+
+
+def _comment_of(props: Any) -> str | None:
+    if props is None:
+        return None
+    for p in props.expressions:
+        if isinstance(p, exp.SchemaCommentProperty):
+            return _literal_text(p.this)
+    return None
+
+
+def _pk_names(pk: exp.Expression) -> list[str]:
+    out = []
+    for e in pk.expressions:
+        if isinstance(e, exp.Ordered):
+            e = e.this
+        if isinstance(e, (exp.Anonymous, exp.Func)):  # prefix index `col(10)`
+            out.append(e.name)
+        else:
+            out.append(e.name)
+    return out
+
+
+def _set_pk(table: Table, names: list[str]) -> None:
+    real = []
+    for n in names:
+        c = table.column(n)
+        if c is not None:
+            c.optional = False  # MySQL forces primary key columns NOT NULL
+            real.append(c.name)
+    table.primary_key = real
+
+
+def _insert(table: Table, col: Column, pos: Any) -> None:
+    if pos is not None and (pos.args.get("position") or "").upper() == "FIRST":
+        table.columns.insert(0, col)
+    elif pos is not None and pos.this is not None:
+        after = table.column(pos.this.name)
+        idx = table.columns.index(after) + 1 if after is not None else len(table.columns)
+        table.columns.insert(idx, col)
+    else:
+        table.columns.append(col)
+    table.renumber()
+
+
+def table_from_show_create(db: str, create_sql: str, tables: Tables) -> Table:
+    """Bootstrap: the model of one table from `SHOW CREATE TABLE` text."""
+    parser = DdlParser(tables)
+    tables.drop(db, _create_name(create_sql))
+    res = parser.apply(create_sql, db)
+    if not res.changes:
+        raise UnparseableDdl(create_sql, "SHOW CREATE TABLE output not understood")
+    return res.changes[0].definition
+
+
+def _create_name(sql: str) -> str:
+    m = re.match(r"(?is)^\s*create\s+(?:temporary\s+)?table\s+(?:if\s+not\s+exists\s+)?(`(?:[^`]|``)*`|\S+)", sql)
+    if not m:
+        return ""
+    name = m.group(1)
+    return _split_id(name, "_")[1]
