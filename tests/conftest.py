@@ -77,7 +77,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 def pg() -> Iterator[PgServer]:
     """The shared PostgreSQL server (wal_level=logical). Prefer `pg_database` for isolation."""
     server = start_pg()
-    _startup_times["postgres"] = server.startup_seconds
+    _startup_times["postgres"] = server.setup_seconds
     try:
         yield server
     finally:
@@ -88,7 +88,7 @@ def pg() -> Iterator[PgServer]:
 def mariadb() -> Iterator[MariaDbServer]:
     """The shared MariaDB server (ROW binlog, FULL images/metadata, strict GTIDs)."""
     server = start_mariadb()
-    _startup_times["mariadb"] = server.startup_seconds
+    _startup_times["mariadb"] = server.setup_seconds
     try:
         yield server
     finally:
@@ -99,7 +99,7 @@ def mariadb() -> Iterator[MariaDbServer]:
 def kafka() -> Iterator[KafkaBroker]:
     """The shared tansu broker. Topic names should come from `unique_name`."""
     broker = start_kafka()
-    _startup_times["kafka"] = broker.startup_seconds
+    _startup_times["kafka"] = broker.setup_seconds
     try:
         yield broker
     finally:

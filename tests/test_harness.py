@@ -89,7 +89,6 @@ def test_pg_factory_custom_settings(pg_factory, tmp_path: Path) -> None:
         other.execute("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
 
 
-@pytest.mark.slow
 def test_pg_kill_and_restart(pg_factory) -> None:
     server = pg_factory()
     server.execute("CREATE TABLE t (id int)")
@@ -161,7 +160,6 @@ def test_mariadb_factory_custom_settings(mariadb_factory) -> None:
     assert other.variable("binlog_format") == "STATEMENT"
 
 
-@pytest.mark.slow
 def test_mariadb_kill_and_restart(mariadb_factory) -> None:
     server = mariadb_factory()
     server.execute("CREATE TABLE t (id INT PRIMARY KEY)")

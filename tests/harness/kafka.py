@@ -68,7 +68,8 @@ class KafkaBroker:
         self._proc: subprocess.Popen | None = None
         self._admin: KafkaAdminClient | None = None
         self._producer: KafkaProducer | None = None
-        self.startup_seconds: float = 0.0
+        self.startup_seconds: float = 0.0  # last start() only
+        self.setup_seconds: float = 0.0  # init + first start + bootstrap
 
     @property
     def bootstrap(self) -> str:
@@ -261,9 +262,11 @@ def start_kafka(tmp_path: Path | None = None) -> KafkaBroker:
     base = make_server_dir("kafka", tmp_path)
     broker = KafkaBroker(base)
     register(broker)
+    t0 = time.monotonic()
     try:
         broker.start()
     except BaseException:
         broker.destroy()
         raise
+    broker.setup_seconds = time.monotonic() - t0
     return broker

@@ -93,7 +93,8 @@ class MariaDbServer:
         self.mariadbd = _find("mariadbd", "mysqld")
         self._proc: subprocess.Popen | None = None
         self._bootstrapped = False
-        self.startup_seconds: float = 0.0
+        self.startup_seconds: float = 0.0  # last start() only
+        self.setup_seconds: float = 0.0  # init + first start + bootstrap
 
     # --- process control -------------------------------------------------------------------
 
@@ -286,6 +287,7 @@ def start_mariadb(tmp_path: Path | None = None, **settings: Any) -> MariaDbServe
     base = make_server_dir("mariadb", tmp_path)
     server = MariaDbServer(base, settings)
     register(server)
+    t0 = time.monotonic()
     try:
         server.init()
         server.start()
@@ -293,5 +295,6 @@ def start_mariadb(tmp_path: Path | None = None, **settings: Any) -> MariaDbServe
     except BaseException:
         server.destroy()
         raise
+    server.setup_seconds = time.monotonic() - t0
     return server
 

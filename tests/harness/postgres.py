@@ -11,6 +11,8 @@ import glob
 import os
 import pwd
 import re
+import signal
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ from .util import (
     kill_tree,
     make_server_dir,
     pid_alive,
+    popen_logged,
     register,
     remove_dir,
     run,
@@ -110,7 +113,9 @@ class PgServer:
         self.settings = {**DEFAULT_SETTINGS, **settings}
         self.port = free_port()
         self._owned_dir = True
-        self.startup_seconds: float = 0.0
+        self._proc: subprocess.Popen | None = None
+        self.startup_seconds: float = 0.0  # last start() only
+        self.setup_seconds: float = 0.0  # init + first start + bootstrap
 
     # --- process control -------------------------------------------------------------------
 
@@ -123,9 +128,6 @@ class PgServer:
             pw = pwd.getpwnam("postgres")
             for p in [path, *path.rglob("*")]:
                 os.lchown(p, pw.pw_uid, pw.pw_gid)
-
-    def _pg_ctl(self, *args: str, timeout: float = 120) -> str:
-        return run(self._as_pg(str(self.bindir / "pg_ctl"), "-D", str(self.datadir), *args), cwd=self.base_dir, timeout=timeout)
 
     def init(self) -> None:
         self._chown(self.base_dir)
@@ -148,28 +150,35 @@ class PgServer:
             fh.write("\n# --- Tidemark test harness ---\n" + "\n".join(lines) + "\n")
 
     def start(self) -> None:
-        """Start (or start again after stop/kill) on the same port and data dir."""
+        """Start (or start again after stop/kill) on the same port and data dir.
+
+        The postmaster runs as our child (through runuser when root) rather than daemonized by
+        ``pg_ctl start``: an orphaned postmaster killed with SIGKILL stays a zombie until init
+        reaps it, and until then the next start refuses to run ("lock file already exists").
+        """
         t0 = time.monotonic()
         for attempt in range(3):
+            log_size = self.logfile.stat().st_size if self.logfile.exists() else 0
+            cmd = self._as_pg(str(self.bindir / "postgres"), "-D", str(self.datadir), "-p", str(self.port))
+            self._proc = popen_logged(cmd, self.logfile, cwd=self.base_dir)
             try:
-                self._pg_ctl(
-                    "-l", str(self.logfile), "-o", f"-p {self.port}", "-w", "-t", str(int(START_TIMEOUT)), "start",
-                    timeout=START_TIMEOUT + 10,
-                )  # fmt: skip
+                wait_until(self._ready, START_TIMEOUT, f"PostgreSQL on port {self.port}", on_timeout=lambda: tail(self.logfile))
                 break
             except HarnessError as exc:
-                log = tail(self.logfile)
-                if "Address already in use" in log and attempt < 2 and not self._bootstrapped():
+                new_log = self.logfile.read_text(errors="replace")[log_size:] if self.logfile.exists() else ""
+                self.kill()
+                if "Address already in use" in new_log and attempt < 2 and not self._bootstrapped():
                     self.port = free_port()  # lost the race for the port; only before first use
                     continue
-                raise HarnessError(f"{exc}\n--- {self.logfile} ---\n{log}") from None
-        wait_until(self._ready, START_TIMEOUT, f"PostgreSQL on port {self.port}", on_timeout=lambda: tail(self.logfile))
+                raise HarnessError(f"{exc}\n--- {self.logfile} ---\n{tail(self.logfile)}") from None
         self.startup_seconds = time.monotonic() - t0
 
     def _bootstrapped(self) -> bool:
         return (self.base_dir / ".bootstrapped").exists()
 
     def _ready(self) -> bool:
+        if self._proc is not None and self._proc.poll() is not None:
+            raise HarnessError(f"postgres exited with code {self._proc.returncode}")
         # The private socket as the bootstrap superuser: works before the tidemark role exists.
         with contextlib.closing(self._socket_conn()):
             return True
@@ -202,12 +211,21 @@ class PgServer:
         return self.pid is not None
 
     def stop(self, mode: str = "fast") -> None:
-        """Clean shutdown (``mode``: smart|fast|immediate)."""
-        if not self.is_running():
+        """Clean shutdown (``mode``: smart|fast|immediate), SIGKILL if it takes over a minute."""
+        sig = {"smart": signal.SIGTERM, "fast": signal.SIGINT, "immediate": signal.SIGQUIT}[mode]
+        pid = self.pid
+        if pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        self._reap(60)
+
+    def _reap(self, timeout: float) -> None:
+        proc = self._proc
+        if proc is None:
             return
         try:
-            self._pg_ctl("-m", mode, "-w", "-t", "60", "stop", timeout=90)
-        except HarnessError:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
             self.kill()
 
     def restart(self) -> None:
@@ -223,6 +241,10 @@ class PgServer:
         pid = self.pid
         if pid:
             kill_tree(pid)
+        if self._proc is not None:
+            if self._proc.poll() is None:
+                kill_tree(self._proc.pid)
+            self._proc.wait(10)
 
     def destroy(self) -> None:
         """Stop immediately and delete the server directory."""
@@ -335,6 +357,7 @@ def start_pg(tmp_path: Path | None = None, **settings: Any) -> PgServer:
     base = make_server_dir("pg", tmp_path, traversable_by=pg_uid)
     server = PgServer(base, settings, bindir)
     register(server)
+    t0 = time.monotonic()
     try:
         server.init()
         server.start()
@@ -342,6 +365,7 @@ def start_pg(tmp_path: Path | None = None, **settings: Any) -> PgServer:
     except BaseException:
         server.destroy()
         raise
+    server.setup_seconds = time.monotonic() - t0
     return server
 
 

@@ -143,7 +143,11 @@ def _traversable(path: Path, uid: int) -> bool:
 
 
 def kill_tree(pid: int, sig: int = signal.SIGKILL, timeout: float = 15) -> None:
-    """Send ``sig`` to a process and all its descendants, then wait until they are gone."""
+    """Send ``sig`` to a process and all its descendants, then wait until they are gone.
+
+    "Gone" includes zombies: an orphaned server is reaped by init whenever init gets to it,
+    and psutil.wait_procs would wait for that.
+    """
     try:
         root = psutil.Process(pid)
     except psutil.NoSuchProcess:
@@ -155,11 +159,21 @@ def kill_tree(pid: int, sig: int = signal.SIGKILL, timeout: float = 15) -> None:
     for p in procs:
         with contextlib.suppress(psutil.NoSuchProcess):
             p.send_signal(sig)
-    _, alive = psutil.wait_procs(procs, timeout=timeout)
-    for p in alive:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            p.kill()
-    psutil.wait_procs(alive, timeout=5)
+    deadline = time.monotonic() + timeout
+    while any(_proc_alive(p) for p in procs):
+        if time.monotonic() >= deadline:
+            if sig == signal.SIGKILL:
+                raise HarnessError(f"processes of pid {pid} survived SIGKILL")
+            kill_tree(pid, signal.SIGKILL, timeout)
+            return
+        time.sleep(0.01)
+
+
+def _proc_alive(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def pid_alive(pid: int | None) -> bool:
