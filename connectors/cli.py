@@ -102,7 +102,7 @@ def offsets_show(config: Path = ConfigOpt) -> None:
     import orjson
 
     from connectors.config import load
-    from connectors.sinks import build_sinks
+    from connectors.sinks.delta import DeltaChangeLogSink
     from connectors.state.offsets import DeltaOffsetStore
 
     _setup_logging("WARNING")
@@ -111,11 +111,12 @@ def offsets_show(config: Path = ConfigOpt) -> None:
         out: dict[str, Any] = {"connector": cfg.name}
         stored = DeltaOffsetStore(cfg.warehouse, cfg.name).load()
         out["offsets"] = None if stored is None else {"batch_seq": stored[0], "offset": stored[1]}
-        for sink in build_sinks(cfg, for_read=True):
-            own = sink.last_offset()
-            if own is not None:
-                out[f"sink.{sink.name}"] = {"batch_seq": own[0], "offset": own[1]}
-            sink.close()
+        if "delta" in cfg.sink_types:
+            # Only the Delta sink keeps offsets of its own; opening it does not touch Kafka.
+            delta = DeltaChangeLogSink.from_config(cfg)
+            own = delta.last_offset()
+            out["sink.delta"] = None if own is None else {"batch_seq": own[0], "offset": own[1]}
+            delta.close()
     except TidemarkError as e:
         _fail(e)
     typer.echo(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode())

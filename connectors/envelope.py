@@ -32,7 +32,9 @@ PG_SOURCE = struct("io.debezium.connector.postgresql.Source", _COMMON_HEAD + [
     ("txId", prim("int64", optional=True)),
     ("lsn", prim("int64", optional=True)),
     ("xmin", prim("int64", optional=True)),
-])
+    ("origin", prim("string", optional=True)),
+    ("origin_lsn", prim("int64", optional=True)),
+], version=1)
 
 MYSQL_SOURCE = struct("io.debezium.connector.mysql.Source", _COMMON_HEAD + [
     ("table", prim("string", optional=True)),
@@ -71,15 +73,15 @@ def envelope_schema(name_prefix: str, value: Schema, source: Schema) -> Schema:
 
 
 # --------------------------------------------------------------------------- transaction metadata
-TX_KEY = struct("io.debezium.connector.common.TransactionMetadataKey", [("id", prim("string"))])
+TX_KEY = struct("io.debezium.connector.common.TransactionMetadataKey", [("id", prim("string"))], version=1)
 TX_VALUE = struct("io.debezium.connector.common.TransactionMetadataValue", [
     ("status", prim("string")),
     ("id", prim("string")),
     ("event_count", prim("int64", optional=True)),
-    ("data_collections", Schema("array", optional=True, items=struct(None, [
+    ("data_collections", Schema("array", optional=True, items=struct("event.collection", [
         ("data_collection", prim("string")),
         ("event_count", prim("int64")),
-    ]))),
+    ], optional=True, version=1))),
     ("ts_ms", prim("int64")),
 ], version=1)
 

@@ -1,6 +1,10 @@
 """Build Debezium PostgreSQL change records (data, truncate, logical message, transaction BEGIN/END).
 
-Shapes follow records captured from Debezium 3.6 (tests/golden/postgres).
+Shapes follow records captured from Debezium 3.6 (tests/golden/postgres), including its quirks:
+the transaction id is `<xid>:<LSN of the current message>` (so it differs per event, BEGIN uses
+the first captured event's LSN and END the commit's end LSN); BEGIN is emitted lazily with the
+first captured event, so transactions without captured events get no BEGIN/END; `sequence` is
+`[<end LSN of the previous commit>, <lsn>]` with `null` before the first commit seen.
 """
 
 from __future__ import annotations
@@ -19,38 +23,70 @@ from connectors.schema import prim, struct
 if TYPE_CHECKING:
     from connectors.tableschema import TableSchema
 
-MESSAGE_KEY = struct("io.debezium.connector.postgresql.MessageKey", [("prefix", prim("string", optional=True))])
+MESSAGE_KEY = struct("io.debezium.connector.postgresql.MessageKey", [("prefix", prim("string", optional=True))],
+                     version=1)
 MESSAGE_BLOCK = struct("io.debezium.connector.postgresql.Message", [
     ("prefix", prim("string", optional=True)),
     ("content", prim("bytes", optional=True)),
-])
+], version=1)
 MESSAGE_VALUE = struct("io.debezium.connector.postgresql.MessageValue", [
     ("op", prim("string")),
     ("ts_ms", prim("int64", optional=True)),
-    ("ts_us", prim("int64", optional=True)),
-    ("ts_ns", prim("int64", optional=True)),
     ("source", env.PG_SOURCE),
-    ("message", MESSAGE_BLOCK),
     ("transaction", env.TRANSACTION_BLOCK),
-])
+    ("message", MESSAGE_BLOCK),
+], version=1)
+# Debezium counts logical messages in END's data_collections under this (Java object) name.
+MESSAGE_COLLECTION = "io.debezium.connector.postgresql.LogicalDecodingMessageMonitor$LogicalDecodingMessageId"
 
 NEWKEY = "__debezium.newkey"
 OLDKEY = "__debezium.oldkey"
+MAX_SUB = (1 << 64) - 1
+
+
+class Tx:
+    """The transaction being decoded: ids, commit position, counts, lazily-emitted BEGIN."""
+
+    __slots__ = ("xid", "commit_lsn", "commit_ts", "prev_commit", "count", "per_table", "begun")
+
+    def __init__(self, xid: int, commit_lsn: int, commit_ts: int, prev_commit: int | None) -> None:
+        self.xid, self.commit_lsn, self.commit_ts, self.prev_commit = xid, commit_lsn, commit_ts, prev_commit
+        self.count = 0
+        self.per_table: dict[str, int] = {}
+        self.begun = False
 
 
 class PgEventFactory:
-    def __init__(self, prefix: str, dbname: str) -> None:
-        self.prefix, self.db = prefix, dbname
+    def __init__(self, prefix: str, dbname: str, tx_topic: str, tx_meta: bool) -> None:
+        self.prefix, self.db, self.tx_topic, self.tx_meta = prefix, dbname, tx_topic, tx_meta
 
-    def _source(self, tx: Any, schema: str, table: str, lsn: int) -> dict[str, Any]:
+    def _source(self, tx: Tx, schema: str, table: str, lsn: int) -> dict[str, Any]:
         us = tx.commit_ts
+        prev = tx.prev_commit
         return {"version": env.VERSION, "connector": "postgresql", "name": self.prefix, "ts_ms": us // 1000,
-                "snapshot": "false", "db": self.db, "sequence": f'["{tx.prev_commit}","{lsn}"]',
+                "snapshot": "false", "db": self.db,
+                "sequence": f'[null,"{lsn}"]' if prev is None else f'["{prev}","{lsn}"]',
                 "ts_us": us, "ts_ns": us * 1000, "schema": schema, "table": table, "txId": tx.xid,
-                "lsn": lsn, "xmin": None}
+                "lsn": lsn, "xmin": None, "origin": None, "origin_lsn": None}
 
-    def change(self, out: list[Record], tx: Any, ts: TableSchema, m: Any, lsn: int, pos: tuple[int, int, int],
-               skipped: set[str], tombstones: bool, tx_meta: bool) -> None:
+    def _block(self, out: list[Record], tx: Tx, collection: str, lsn: int) -> dict[str, Any] | None:
+        """Count one event; with transaction metadata, emit BEGIN first and return the block."""
+        tx.count += 1
+        n = tx.per_table.get(collection, 0) + 1
+        tx.per_table[collection] = n
+        if not self.tx_meta:
+            return None
+        tid = f"{tx.xid}:{lsn}"
+        if not tx.begun:
+            tx.begun = True
+            value = {"status": "BEGIN", "id": tid, "event_count": None, "data_collections": None,
+                     "ts_ms": tx.commit_ts // 1000}
+            out.append(Record(self.tx_topic, {"id": tid}, value, env.TX_KEY, env.TX_VALUE, (), None, None,
+                              (tx.commit_lsn, 0, 0)))
+        return {"id": tid, "total_order": tx.count, "data_collection_order": n}
+
+    def change(self, out: list[Record], tx: Tx, ts: TableSchema, m: Any, lsn: int, pos: tuple[int, int, int],
+               skipped: set[str], tombstones: bool) -> None:
         t = type(m)
         if t is pgo.Insert:
             op, before, after = "c", None, ts.row(m.new)
@@ -62,8 +98,7 @@ class PgEventFactory:
             if m.old is not None and ts.key_names:
                 old_key = ts.key(m.old)
                 if old_key != key:
-                    self._key_change(out, tx, ts, m, lsn, pos, old_key, key, before, after, skipped,
-                                     tombstones, tx_meta)
+                    self._key_change(out, tx, ts, lsn, pos, old_key, key, before, after, skipped, tombstones)
                     return
             op = "u"
         else:
@@ -71,72 +106,73 @@ class PgEventFactory:
             key = ts.key(m.old)
         if op in skipped:
             return
-        src = self._source(tx, ts.namespace, ts.table, lsn)
-        value = self._value(before, after, src, op, tx, ts.collection, tx_meta)
+        block = self._block(out, tx, ts.collection, lsn)
+        value = _value(before, after, self._source(tx, ts.namespace, ts.table, lsn), op, block)
         out.append(Record(ts.topic, key, value, ts.key_schema, ts.envelope_schema, (), ts.collection, None, pos))
         if op == "d" and tombstones:
             out.append(Record(ts.topic, key, None, ts.key_schema, ts.envelope_schema, (), ts.collection, None,
                               (pos[0], pos[1], 1)))
 
-    def _key_change(self, out: list[Record], tx: Any, ts: TableSchema, m: Any, lsn: int, pos: tuple[int, int, int],
-                    old_key: Any, new_key: Any, before: Any, after: Any, skipped: set[str], tombstones: bool,
-                    tx_meta: bool) -> None:
+    def _key_change(self, out: list[Record], tx: Tx, ts: TableSchema, lsn: int, pos: tuple[int, int, int],
+                    old_key: Any, new_key: Any, before: Any, after: Any, skipped: set[str],
+                    tombstones: bool) -> None:
+        """A primary-key update becomes DELETE (old key) + tombstone + CREATE (new key), with the
+        other key in a header, as Debezium does."""
         c, l_, _ = pos
         if "d" not in skipped:
-            src = self._source(tx, ts.namespace, ts.table, lsn)
-            value = self._value(before, None, src, "d", tx, ts.collection, tx_meta)
+            block = self._block(out, tx, ts.collection, lsn)
+            value = _value(before, None, self._source(tx, ts.namespace, ts.table, lsn), "d", block)
             out.append(Record(ts.topic, old_key, value, ts.key_schema, ts.envelope_schema,
-                              ((NEWKEY, orjson.dumps(new_key)),), ts.collection, None, (c, l_, 0)))
+                              ((NEWKEY, _header(ts, new_key)),), ts.collection, None, (c, l_, 0)))
             if tombstones:
                 out.append(Record(ts.topic, old_key, None, ts.key_schema, ts.envelope_schema, (), ts.collection,
                                   None, (c, l_, 1)))
         if "c" not in skipped:
-            src = self._source(tx, ts.namespace, ts.table, lsn)
-            value = self._value(None, after, src, "c", tx, ts.collection, tx_meta)
+            block = self._block(out, tx, ts.collection, lsn)
+            value = _value(None, after, self._source(tx, ts.namespace, ts.table, lsn), "c", block)
             out.append(Record(ts.topic, new_key, value, ts.key_schema, ts.envelope_schema,
-                              ((OLDKEY, orjson.dumps(old_key)),), ts.collection, None, (c, l_, 2)))
+                              ((OLDKEY, _header(ts, old_key)),), ts.collection, None, (c, l_, 2)))
 
-    def _value(self, before: Any, after: Any, src: dict[str, Any], op: str, tx: Any, collection: str,
-               tx_meta: bool) -> dict[str, Any]:
-        ns = time.time_ns()
-        block = None
-        if tx_meta:
-            total, per = tx.seen(collection, 1)
-            block = {"id": tx.id, "total_order": total, "data_collection_order": per}
-        else:
-            tx.count += 1
-        return {"before": before, "after": after, "source": src, "transaction": block, "op": op,
-                "ts_ms": ns // 1_000_000, "ts_us": ns // 1000, "ts_ns": ns}
+    def truncate(self, out: list[Record], tx: Tx, ts: TableSchema, lsn: int, pos: tuple[int, int, int]) -> None:
+        block = self._block(out, tx, ts.collection, lsn)
+        value = _value(None, None, self._source(tx, ts.namespace, ts.table, lsn), "t", block)
+        out.append(Record(ts.topic, None, value, None, ts.envelope_schema, (), ts.collection, None, pos))
 
-    def truncate(self, tx: Any, ts: TableSchema, lsn: int, pos: tuple[int, int, int], tx_meta: bool) -> Record:
-        src = self._source(tx, ts.namespace, ts.table, lsn)
-        value = self._value(None, None, src, "t", tx, ts.collection, tx_meta)
-        return Record(ts.topic, None, value, None, ts.envelope_schema, (), ts.collection, None, pos)
-
-    def message(self, topic: str, tx: Any, m: Any, lsn: int, pos: tuple[int, int, int], tx_meta: bool) -> Record:
+    def message(self, out: list[Record], topic: str, tx: Tx | None, m: Any, lsn: int, pos: tuple[int, int, int],
+                prev_commit: int | None) -> None:
         ns = time.time_ns()
         if tx is not None:
             src = self._source(tx, "", "", lsn)
+            block = self._block(out, tx, MESSAGE_COLLECTION, lsn)
         else:
-            src = {"version": env.VERSION, "connector": "postgresql", "name": self.prefix, "ts_ms": ns // 1_000_000,
-                   "snapshot": "false", "db": self.db, "sequence": f'[null,"{lsn}"]', "ts_us": ns // 1000,
-                   "ts_ns": ns, "schema": "", "table": "", "txId": None, "lsn": lsn, "xmin": None}
-        block = None
-        if tx is not None and tx_meta:
-            total, per = tx.seen("", 1)
-            block = {"id": tx.id, "total_order": total, "data_collection_order": per}
-        value = {"op": "m", "ts_ms": ns // 1_000_000, "ts_us": ns // 1000, "ts_ns": ns, "source": src,
-                 "message": {"prefix": m.prefix, "content": b64(m.content)}, "transaction": block}
-        return Record(topic, {"prefix": m.prefix}, value, MESSAGE_KEY, MESSAGE_VALUE, (), None, None, pos)
+            # Non-transactional: Debezium treats the message as its own commit (sequence [lsn, lsn]).
+            src = {"version": env.VERSION, "connector": "postgresql", "name": self.prefix,
+                   "ts_ms": ns // 1_000_000, "snapshot": "false", "db": self.db,
+                   "sequence": f'["{lsn}","{lsn}"]', "ts_us": ns // 1000, "ts_ns": ns, "schema": "",
+                   "table": "", "txId": None, "lsn": lsn, "xmin": None, "origin": None, "origin_lsn": None}
+            block = None
+        value = {"op": "m", "ts_ms": ns // 1_000_000, "source": src, "transaction": block,
+                 "message": {"prefix": m.prefix, "content": b64(m.content)}}
+        out.append(Record(topic, {"prefix": m.prefix}, value, MESSAGE_KEY, MESSAGE_VALUE, (), None, None, pos))
 
-    def tx_begin(self, topic: str, tx: Any) -> Record:
-        value = {"status": "BEGIN", "id": tx.id, "event_count": None, "data_collections": None,
-                 "ts_ms": tx.commit_ts // 1000}
-        return Record(topic, {"id": tx.id}, value, env.TX_KEY, env.TX_VALUE, (), None, None, (tx.commit_lsn, 0, 0))
-
-    def tx_end(self, topic: str, tx: Any) -> Record:
-        value = {"status": "END", "id": tx.id, "event_count": tx.count,
+    def tx_end(self, out: list[Record], tx: Tx, commit_msg_lsn: int) -> None:
+        if not (self.tx_meta and tx.begun):
+            return
+        tid = f"{tx.xid}:{commit_msg_lsn}"
+        value = {"status": "END", "id": tid, "event_count": tx.count,
                  "data_collections": [{"data_collection": k, "event_count": v} for k, v in tx.per_table.items()],
                  "ts_ms": tx.commit_ts // 1000}
-        return Record(topic, {"id": tx.id}, value, env.TX_KEY, env.TX_VALUE, (), None, None,
-                      (tx.commit_lsn, (1 << 64) - 2, 0))
+        out.append(Record(self.tx_topic, {"id": tid}, value, env.TX_KEY, env.TX_VALUE, (), None, None,
+                          (tx.commit_lsn, MAX_SUB, 0)))
+
+
+def _value(before: Any, after: Any, src: dict[str, Any], op: str, block: Any) -> dict[str, Any]:
+    ns = time.time_ns()
+    return {"before": before, "after": after, "source": src, "transaction": block, "op": op,
+            "ts_ms": ns // 1_000_000, "ts_us": ns // 1000, "ts_ns": ns}
+
+
+def _header(ts: TableSchema, key: Any) -> bytes:
+    # Kafka Connect's JSON header converter form: {"schema": ..., "payload": ...}.
+    schema = ts.key_schema.json_text if ts.key_schema is not None else b"null"
+    return b'{"schema":' + schema + b',"payload":' + orjson.dumps(key) + b"}"

@@ -209,7 +209,12 @@ class ReplicationStream:
         self._push(force)
 
     def _reportable(self) -> int:
-        # Stay below the last message's data_start: see the module docstring.
+        # Stay below the last message's data_start (module docstring) — except when the caller
+        # confirmed the server's keepalive position itself: it does that only when idle with
+        # every received change stored, and it is what keeps an idle or filtered slot from
+        # pinning WAL (Debezium confirms its last received LSN the same way).
+        if self._cur is not None and self._confirmed >= self.wal_end > 0:
+            return self._confirmed
         return min(self._confirmed, self._last_data_start - 1)
 
     def _push(self, force: bool) -> None:
@@ -232,6 +237,13 @@ class ReplicationStream:
         # release LSNs that were capped until a newer message arrived.
         if now - self._last_feedback >= self.status_interval or self._reportable() > self._reported:
             self._push(True)
+
+    def request_status(self) -> None:
+        """Ask the walsender for a keepalive now (updates `wal_end` without waiting)."""
+        try:
+            self._require().send_feedback(reply=True)
+        except psycopg2.Error as exc:
+            raise translate_error(exc, f"requesting status on slot {self.slot_name}") from exc
 
     # ------------------------------------------------------------------ information
     @property

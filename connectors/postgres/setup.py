@@ -576,9 +576,11 @@ def check_resume(info: SlotInfo | None, stored_lsn: int | None, slot_name: str =
             recovery,
         )
     if info.confirmed_flush_lsn is not None and stored_lsn < info.confirmed_flush_lsn:
-        return TerminalError(
-            f"stored offset LSN {Lsn(stored_lsn)} is older than slot {name}'s confirmed_flush_lsn "
-            f"{Lsn(info.confirmed_flush_lsn)}: the changes in between are no longer available",
-            recovery,
-        )
+        # The slot only moves past what the connector confirmed (after storing it) or past idle
+        # WAL with nothing for this publication; PostgreSQL streams from the slot's position, as
+        # Debezium does. Say so, because a slot re-created or advanced by hand looks the same.
+        log.warning("stored offset LSN %s is older than slot %s's confirmed_flush_lsn %s; streaming "
+                    "resumes at the slot's position (if the slot was re-created or advanced by hand, "
+                    "changes in between were skipped: %s)", Lsn(stored_lsn), name,
+                    Lsn(info.confirmed_flush_lsn), recovery)
     return None
