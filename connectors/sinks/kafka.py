@@ -248,7 +248,9 @@ class ConfluentProducer:
                 raise TransientError(f"Kafka: cannot create topic {name}: {kerr.str()}") from None
 
     def close(self) -> None:
+        # Undelivered records are the engine's to retry (its offsets did not advance).
         self._p.flush(5)
+        self._admin = None
 
 
 # --------------------------------------------------------------------------- kafka-python
