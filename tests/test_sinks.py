@@ -397,6 +397,21 @@ def test_kafka_missing_topic_without_creation_is_terminal(bootstrap: str, client
 
 
 @pytest.mark.kafka
+@pytest.mark.parametrize(("client", "limit"), [("confluent", "message.max.bytes"), ("kafka-python", "max.request.size")])
+def test_kafka_record_too_large_is_terminal(bootstrap: str, client: str, limit: str) -> None:
+    from connectors.sinks.kafka import KafkaSink
+
+    topic = f"big_{uuid.uuid4().hex[:8]}"
+    sink = KafkaSink({"bootstrap.servers": bootstrap, limit: 2000}, client=client)  # type: ignore[arg-type]
+    big = change(topic, "c", 1, None, {"id": 1, "name": "x" * 5000}, 1)
+    try:
+        with pytest.raises(TerminalError, match="(?i)too large|larger than"):
+            sink.write(Batch([big], {"lsn": 1}, seq=1))
+    finally:
+        sink.close()
+
+
+@pytest.mark.kafka
 def test_kafka_unreachable_broker_is_transient() -> None:
     from connectors.sinks.kafka import KafkaSink
 

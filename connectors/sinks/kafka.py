@@ -159,6 +159,7 @@ class ConfluentProducer:
         from confluent_kafka import KafkaError, KafkaException
         from confluent_kafka import Producer as _Producer
 
+        self._KafkaException = KafkaException
         self._conf = confluent_config(settings)
         self._create = create_topics
         self._partitions = partitions
@@ -195,6 +196,10 @@ class ConfluentProducer:
             except BufferError:
                 # Local queue full (queue.buffering.max.messages): let deliveries drain.
                 self._p.poll(0.05)
+            except self._KafkaException as e:
+                # Refused locally (record too large, ...): reported with the batch's outcome.
+                self._errors.append((e.args[0], topic))
+                return
 
     def flush(self, timeout: float) -> None:
         left = self._p.flush(timeout)
