@@ -299,3 +299,39 @@ def test_conversion_speed(all_types: Any) -> None:
             f(v)
     rate = 4 * n / (time.perf_counter() - t0)
     assert rate > 1_000_000, f"{rate:,.0f} conversions/s"
+
+
+def test_other_tables_schemas_match_golden(pg: Any) -> None:
+    """Every captured table's value schema (types, optionality, defaults) field by field."""
+    if not (GOLDEN / "default.jsonl").exists():
+        pytest.skip("golden files not captured yet")
+    db = pg.create_database("pgtypes_tables")
+    try:
+        conn = pg.connect(dbname=db)
+        sql = re.sub(r";[ \t]*--[^\n]*", ";", (GOLDEN / "workload.sql").read_text())
+        sql = "\n".join(line for line in sql.splitlines() if not line.startswith("--"))
+        with conn.cursor() as cur:
+            for stmt in (s.strip() for s in re.split(r";\s*\n", sql)):
+                if stmt.startswith(("CREATE EXTENSION", "CREATE TYPE", "CREATE DOMAIN", "CREATE TABLE",
+                                    "ALTER TABLE")):
+                    cur.execute(stmt)
+        registry = TypeRegistry(conn)
+        seen: set[str] = set()
+        for line in (GOLDEN / "default.jsonl").read_text().splitlines():
+            rec = json.loads(line)
+            topic = rec["topic"]
+            if not topic.startswith("dbz.public.") or not rec["value"] or topic in seen:
+                continue
+            seen.add(topic)
+            after = next(f for f in rec["value"]["schema"]["fields"] if f["field"] == "after")
+            table = load_table(conn, "public", topic.rsplit(".", 1)[1])
+            got = []
+            for c in table.columns:
+                m = column_mapping(c, registry, TypeModes())
+                assert m is not None
+                got.append(dict(m.schema.to_json(), field=c.name))
+            assert got == after["fields"], topic
+        assert len(seen) >= 6
+        conn.close()
+    finally:
+        pg.drop_database(db)
