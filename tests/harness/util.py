@@ -225,7 +225,8 @@ def reap_stale(pid_files: Sequence[str] = ("data/postmaster.pid", "mysqld.pid", 
     """Kill servers and remove directories left behind by test sessions that died (SIGKILL, OOM).
 
     Only directories whose owner pid is gone are touched, and a process is killed only if its
-    command line mentions the directory - never an unrelated process that reused the pid.
+    command line or working directory is the server directory - never an unrelated process that
+    reused the pid.
     """
     reaped: list[Path] = []
     tmp = Path(tempfile.gettempdir())
@@ -240,10 +241,11 @@ def reap_stale(pid_files: Sequence[str] = ("data/postmaster.pid", "mysqld.pid", 
         for name in pid_files:
             try:
                 pid = int((d / name).read_text().split()[0])
-                cmdline = " ".join(psutil.Process(pid).cmdline())
+                proc = psutil.Process(pid)
+                ours = str(d) in " ".join(proc.cmdline()) or proc.cwd().startswith(str(d))
             except (OSError, ValueError, IndexError, psutil.Error):
                 continue
-            if str(d) in cmdline:
+            if ours:
                 kill_tree(pid)
         remove_dir(d)
         reaped.append(d)
