@@ -304,20 +304,29 @@ class ReplicationStream:
 
     def _emit_sync(self) -> None:
         try:
-            lsn = self.emit_message(SYNC_PREFIX, b"", transactional=False)
-            # A message without a transaction id is not flushed at once; the walsender only
-            # sends flushed WAL, so wait for the WAL writer (wal_writer_delay, 200 ms default).
-            deadline = time.monotonic() + 5.0
             with self._aux_conn().cursor() as c:
+                # A message without a transaction id is not flushed at once (and the WAL writer
+                # may be hibernating); the walsender only sends flushed WAL. txid_current() gives
+                # the statement an xid, so its commit flushes the marker too.
+                c.execute(
+                    "SELECT pg_logical_emit_message(false, %s, ''::bytea)::text, txid_current()",
+                    (SYNC_PREFIX,),
+                )
+                lsn = c.fetchone()[0]
+                deadline = time.monotonic() + 5.0
                 while time.monotonic() < deadline:
-                    c.execute("SELECT pg_current_wal_flush_lsn() > %s::pg_lsn", (str(Lsn(lsn)),))
+                    c.execute("SELECT pg_current_wal_flush_lsn() > %s::pg_lsn", (lsn,))
                     if c.fetchone()[0]:
                         return
                     time.sleep(0.02)
-        except TidemarkError as exc:
+        except TidemarkError as exc:  # from connect()
             if exc.transient:
                 raise
-            # No privilege for pg_logical_emit_message: stream anyway, with the residual risk.
             log.warning("could not write the %s marker (%s); continuing without it", SYNC_PREFIX, exc)
         except psycopg2.Error as exc:
-            raise translate_error(exc, "waiting for WAL flush") from exc
+            err = translate_error(exc, f"writing the {SYNC_PREFIX} marker")
+            self._drop_aux()
+            if err.transient:
+                raise err from exc
+            # e.g. no privilege for pg_logical_emit_message: stream anyway, with the residual risk.
+            log.warning("%s; continuing without it", err.message)

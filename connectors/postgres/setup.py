@@ -77,6 +77,7 @@ _TRANSIENT_TEXT = (
     "could not send data to server",
     "connection reset",
     "is active for pid",
+    "no message from the libpq",  # copy-both stream ended without an error message
 )
 
 
