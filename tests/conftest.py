@@ -7,6 +7,11 @@ Fixtures
   unique_name                      unique_name("slot") -> "slot_1a2b3c4d"; unique_name.server_id() -> int
   warehouse                        a fresh empty directory (Path) for Delta tables / sink output
 
+Fault tests (kill/stop/restart, odd settings) belong on a `pg_factory` / `mariadb_factory`
+server, never on the shared session servers. Start-up is polled with deadlines; servers are
+destroyed by fixture finalizers, again at interpreter exit, and orphans of SIGKILLed sessions
+are reaped when the next session starts.
+
 A test that uses a server fixture gets the matching marker automatically (postgres, mariadb,
 kafka, spark), so `-m "not spark"` style selection works without decorating tests.
 """
