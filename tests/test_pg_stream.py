@@ -1,0 +1,280 @@
+"""End-to-end PostgreSQL streaming through the real CLI: sinks, offsets, options, faults."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pgcdc import delta_rows, payload, popen_cli, read_jsonl, run_cli, write_config
+
+from harness import wait_until
+
+TABLES = """
+CREATE TABLE customers (id serial PRIMARY KEY, name text NOT NULL, email text, secret text);
+CREATE TABLE orders (id int PRIMARY KEY, customer_id int NOT NULL, qty int NOT NULL DEFAULT 1);
+CREATE TABLE skipme (id int PRIMARY KEY, v text);
+"""
+
+
+@pytest.fixture
+def db(pg: Any, pg_database: str) -> Any:
+    conn = pg.connect(dbname=pg_database)
+    conn.cursor().execute(TABLES)
+    yield conn
+    conn.close()
+
+
+def ops(records: list[dict[str, Any]], topic_suffix: str) -> list[str | None]:
+    return [(payload(r) or {}).get("op") if r["value"] is not None else None
+            for r in records if r["topic"].endswith(topic_suffix)]
+
+
+def test_stream_to_all_sinks(pg: Any, pg_database: str, db: Any, kafka: Any, tmp_path: Path,
+                             unique_name: Any) -> None:
+    slot = unique_name("slot")
+    out = tmp_path / "events.jsonl"
+    cfg = write_config(tmp_path / "c.properties", pg, slot=slot, dbname=pg_database, sinks="kafka,delta,jsonl",
+                       jsonl=out, kafka=kafka, prefix=slot)
+    run_cli("run", "--config", str(cfg), "--until-caught-up")  # creates slot + publication
+    cur = db.cursor()
+    cur.execute("INSERT INTO customers (name, email) VALUES ('Anne', 'a@x'), ('Bob', 'b@x')")
+    cur.execute("UPDATE customers SET name = 'Anne Marie' WHERE id = 1")
+    cur.execute("DELETE FROM customers WHERE id = 2")
+    cur.execute("UPDATE customers SET id = 10 WHERE id = 1")  # key change
+    cur.execute("INSERT INTO orders VALUES (1, 10, 3)")
+    run_cli("run", "--config", str(cfg), "--until-caught-up")
+
+    recs = read_jsonl(out)
+    assert ops(recs, ".public.customers") == ["c", "c", "u", "d", None, "d", None, "c"]
+    assert ops(recs, ".public.orders") == ["c"]
+    upd = payload(recs[2])
+    assert upd["after"] == {"id": 1, "name": "Anne Marie", "email": "a@x", "secret": None}
+    assert upd["source"]["table"] == "customers" and upd["source"]["lsn"] > 0 and upd["source"]["txId"] > 0
+    assert payload(recs[0], "key") == {"id": 1}
+    assert recs[0]["key"]["schema"]["name"] == f"{slot}.public.customers.Key"
+
+    # Kafka: the same records, tombstones as null values, PK-change headers.
+    got = kafka.read_all(f"{slot}.public.customers", min_count=8)
+    assert len(got) == 8
+    assert [m[1] is None for m in got] == [r["value"] is None for r in recs if r["topic"].endswith("customers")], (
+        [(m[0], m[1] is None) for m in got])
+    delete_for_key_change = got[5]
+    assert dict(delete_for_key_change[2]).get("__debezium.newkey") is not None
+
+    # Delta: every event once, with typed positions; offsets readable from the CLI.
+    rows = delta_rows(tmp_path / "warehouse" / slot / "changelog", ["collection", "op", "lsn"])
+    assert sorted((r["collection"], r["op"]) for r in rows if r["op"]) == sorted(
+        [("public.customers", o) for o in ["c", "c", "u", "d", "d", "c"]] + [("public.orders", "c")])
+    shown = run_cli("offsets", "show", "--config", str(cfg)).stdout
+    assert '"lsn_flush"' in shown and '"sink.delta"' in shown
+
+    # A second bounded run with nothing new writes nothing more.
+    run_cli("run", "--config", str(cfg), "--until-caught-up")
+    assert len(read_jsonl(out)) == len(recs)
+
+
+def test_options_filters_masks_keys(pg: Any, pg_database: str, db: Any, tmp_path: Path, unique_name: Any) -> None:
+    slot = unique_name("slot")
+    out = tmp_path / "events.jsonl"
+    cfg = write_config(tmp_path / "c.properties", pg, slot=slot, dbname=pg_database, jsonl=out, prefix=slot,
+                       **{"table.exclude.list": r"public\.skipme", "column.exclude.list": r"public\.customers\.secret",
+                          "column.mask.with.3.chars": r"public\.customers\.email",
+                          "column.truncate.to.2.chars": r"public\.customers\.name",
+                          "message.key.columns": "public.orders:customer_id",
+                          "skipped.operations": "u", "tombstones.on.delete": "false",
+                          "provide.transaction.metadata": "true",
+                          "debezium.format.key.schemas.enable": "false"})
+    run_cli("run", "--config", str(cfg), "--until-caught-up")
+    cur = db.cursor()
+    cur.execute("BEGIN")
+    cur.execute("INSERT INTO customers (name, email, secret) VALUES ('Anne', 'anne@x', 's3')")
+    cur.execute("INSERT INTO orders VALUES (7, 1, 2)")
+    cur.execute("COMMIT")
+    cur.execute("INSERT INTO skipme VALUES (1, 'no')")
+    cur.execute("UPDATE orders SET qty = 5 WHERE id = 7")
+    cur.execute("DELETE FROM orders WHERE id = 7")
+    run_cli("run", "--config", str(cfg), "--until-caught-up")
+    recs = read_jsonl(out)
+    topics = [r["topic"] for r in recs]
+    assert not any(t.endswith("skipme") for t in topics)
+    cust = next(payload(r) for r in recs if r["topic"].endswith("customers"))
+    assert cust["after"] == {"id": 1, "name": "An", "email": "***"}
+    orders = [r for r in recs if r["topic"].endswith("orders")]
+    assert [payload(r)["op"] for r in orders] == ["c", "d"]  # update skipped, no tombstone
+    assert orders[0]["key"] == {"customer_id": 1}  # key schemas disabled: bare payload
+    tx = [payload(r) for r in recs if r["topic"] == f"{slot}.transaction"]
+    assert [t["status"] for t in tx][:2] == ["BEGIN", "END"]
+    assert tx[1]["event_count"] == 2
+    assert sorted((d["data_collection"], d["event_count"]) for d in tx[1]["data_collections"]) == [
+        ("public.customers", 1), ("public.orders", 1)]
+    assert cust["transaction"]["total_order"] == 1
+
+
+def test_sigterm_stops_cleanly_and_resumes(pg: Any, pg_database: str, db: Any, tmp_path: Path,
+                                           unique_name: Any) -> None:
+    slot = unique_name("slot")
+    out = tmp_path / "events.jsonl"
+    cfg = write_config(tmp_path / "c.properties", pg, slot=slot, dbname=pg_database, jsonl=out, sinks="jsonl,delta")
+    run_cli("run", "--config", str(cfg), "--until-caught-up")
+    proc = popen_cli("run", "--config", str(cfg), log=tmp_path / "run.log")
+    try:
+        cur = db.cursor()
+        for i in range(50):
+            cur.execute("INSERT INTO orders VALUES (%s, 1, 1)", (i,))
+        wait_until(lambda: len(read_jsonl(out)) >= 50, timeout=60, what="50 events streamed")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    for i in range(50, 60):
+        db.cursor().execute("INSERT INTO orders VALUES (%s, 1, 1)", (i,))
+    run_cli("run", "--config", str(cfg), "--until-caught-up")
+    ids = [payload(r)["after"]["id"] for r in read_jsonl(out)]
+    assert ids == list(range(60))  # clean stop: nothing lost, nothing repeated
+
+
+def test_heartbeats_advance_idle_slot(pg: Any, pg_database: str, db: Any, tmp_path: Path, unique_name: Any) -> None:
+    slot = unique_name("slot")
+    out = tmp_path / "events.jsonl"
+    db.cursor().execute("CREATE TABLE hb (id serial PRIMARY KEY, ts timestamptz DEFAULT now())")
+    cfg = write_config(tmp_path / "c.properties", pg, slot=slot, dbname=pg_database, jsonl=out, prefix=slot,
+                       **{"heartbeat.interval.ms": "200", "table.include.list": r"public\.orders",
+                          "heartbeat.action.query": "INSERT INTO hb DEFAULT VALUES"})
+    run_cli("run", "--config", str(cfg), "--until-caught-up")
+    before = pg.scalar("SELECT confirmed_flush_lsn - '0/0' FROM pg_replication_slots WHERE slot_name = %s",
+                       (slot,), dbname=pg_database)
+    # Changes only in an uncaptured table: nothing to emit, but the slot must still move on.
+    for i in range(20):
+        db.cursor().execute("INSERT INTO skipme VALUES (%s, repeat('x', 1000))", (i,))
+    run_cli("run", "--config", str(cfg), "--max-seconds", "3")
+    after = pg.scalar("SELECT confirmed_flush_lsn - '0/0' FROM pg_replication_slots WHERE slot_name = %s",
+                      (slot,), dbname=pg_database)
+    assert after > before
+    hb = [r for r in read_jsonl(out) if r["topic"] == f"__debezium-heartbeat.{slot}"]
+    assert hb and payload(hb[0], "key") == {"serverName": slot}
+    assert pg.scalar("SELECT count(*) FROM hb", dbname=pg_database) >= 1
+
+
+def test_dropped_connection_is_retried(pg: Any, pg_database: str, db: Any, tmp_path: Path, unique_name: Any) -> None:
+    slot = unique_name("slot")
+    out = tmp_path / "events.jsonl"
+    cfg = write_config(tmp_path / "c.properties", pg, slot=slot, dbname=pg_database, jsonl=out, sinks="jsonl,delta")
+    run_cli("run", "--config", str(cfg), "--until-caught-up")
+    proc = popen_cli("run", "--config", str(cfg), log=tmp_path / "run.log")
+    try:
+        cur = db.cursor()
+        for i in range(20):
+            cur.execute("INSERT INTO orders VALUES (%s, 1, 1)", (i,))
+        wait_until(lambda: len(read_jsonl(out)) >= 20, timeout=60, what="first events")
+        killed = pg.scalar("SELECT count(pg_terminate_backend(active_pid)) FROM pg_replication_slots "
+                           "WHERE slot_name = %s AND active_pid IS NOT NULL", (slot,))
+        assert killed == 1
+        for i in range(20, 40):
+            cur.execute("INSERT INTO orders VALUES (%s, 1, 1)", (i,))
+        wait_until(lambda: len({payload(r)["after"]["id"] for r in read_jsonl(out)}) >= 40, timeout=90,
+                   what="events after reconnect")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "retrying" in (tmp_path / "run.log").read_text()
+    rows = delta_rows(tmp_path / "warehouse" / "tm" / "changelog", ["after"])
+    assert len(rows) == 40  # Delta: exactly once across the reconnect
+
+
+@pytest.mark.parametrize("case, expect", [
+    ("wrong_password", "password"),
+    ("unreachable", "127.0.0.1:1"),
+    ("bad_plugin", "pgoutput"),
+    ("snapshot_initial", "not available yet"),
+    ("typo", "did you mean 'debezium.source.database.hostname'"),
+])
+def test_bad_input_gives_one_clear_error(pg: Any, tmp_path: Path, case: str, expect: str) -> None:
+    extra: dict[str, Any] = {}
+    if case == "wrong_password":
+        extra["database.password"] = "nope"
+    elif case == "unreachable":
+        extra["database.port"] = "1"
+    elif case == "bad_plugin":
+        extra["plugin.name"] = "wal2json"
+    elif case == "snapshot_initial":
+        extra["snapshot.mode"] = "initial"
+    elif case == "typo":
+        extra["databse.hostname"] = "x"
+    cfg = write_config(tmp_path / "c.properties", pg, slot="never_created", jsonl=tmp_path / "o.jsonl", **extra)
+    proc = run_cli("run", "--config", str(cfg), "--until-caught-up", check=False, timeout=60)
+    assert proc.returncode in (1, 2)
+    assert expect in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "nope" not in proc.stderr  # secrets never printed
+
+
+def test_wal_level_replica_is_explained(pg_factory: Any, tmp_path: Path) -> None:
+    server = pg_factory(wal_level="replica")
+    cfg = write_config(tmp_path / "c.properties", server, slot="s1", jsonl=tmp_path / "o.jsonl")
+    proc = run_cli("run", "--config", str(cfg), "--until-caught-up", check=False, timeout=60)
+    assert proc.returncode == 1
+    assert "wal_level" in proc.stderr and "logical" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _workload(pg: Any, dbname: str, n: int, stop: threading.Event) -> None:
+    conn = pg.connect(dbname=dbname)
+    cur = conn.cursor()
+    for i in range(n):
+        if stop.is_set():
+            break
+        if i % 10 == 0:
+            cur.execute("BEGIN")
+            for j in range(50):  # a bigger transaction now and then
+                cur.execute("INSERT INTO orders VALUES (%s, 2, %s)", (100_000 + i * 100 + j, j))
+            cur.execute("COMMIT")
+        cur.execute("INSERT INTO orders VALUES (%s, 1, 1)", (i,))
+        if i % 3 == 0:
+            cur.execute("UPDATE orders SET qty = qty + 1 WHERE id = %s", (i,))
+    conn.close()
+
+
+@pytest.mark.slow
+def test_sigkill_during_workload_loses_nothing(pg: Any, pg_database: str, db: Any, kafka: Any, tmp_path: Path,
+                                              unique_name: Any) -> None:
+    """SIGKILL the connector several times during a workload; Delta ends with every change
+    exactly once, Kafka with every change at least once."""
+    slot = unique_name("slot")
+    cfg = write_config(tmp_path / "c.properties", pg, slot=slot, dbname=pg_database, sinks="kafka,delta",
+                       kafka=kafka, prefix=slot, **{"max.batch.size": "64"})
+    run_cli("run", "--config", str(cfg), "--until-caught-up")
+    stop = threading.Event()
+    n = 600
+    writer = threading.Thread(target=_workload, args=(pg, pg_database, n, stop))
+    writer.start()
+    changelog = tmp_path / "warehouse" / slot / "changelog"
+    kills = 0
+    try:
+        for _ in range(4):
+            proc = popen_cli("run", "--config", str(cfg), log=tmp_path / "run.log")
+            start = len(delta_rows(changelog, ["op"])) if changelog.exists() else 0
+            wait_until(lambda s=start: changelog.exists() and len(delta_rows(changelog, ["op"])) > s + 50,
+                       timeout=90, what="progress before the kill")
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+            kills += 1
+    finally:
+        writer.join(300)
+        stop.set()
+    run_cli("run", "--config", str(cfg), "--until-caught-up", timeout=300)
+    expected_c = n + (n // 10) * 50
+    expected_u = len(range(0, n, 3))
+    rows = delta_rows(changelog, ["op", "key", "lsn"])
+    keys = [(r["op"], r["key"], r["lsn"]) for r in rows]
+    assert len(keys) == len(set(keys)), "a change landed twice in Delta"
+    assert sum(r["op"] == "c" for r in rows) == expected_c
+    assert sum(r["op"] == "u" for r in rows) == expected_u
+    got = kafka.read_all(f"{slot}.public.orders", min_count=expected_c + expected_u, timeout=60)
+    assert len({m[1] for m in got}) >= expected_c + expected_u
+    assert kills == 4
