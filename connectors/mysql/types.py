@@ -14,8 +14,7 @@ snapshot session with `time_zone='+00:00'`):
 
 Output values are already in JsonConverter form (bytes base64, Decimal base64 unscaled).
 
-NOTE: the temporal/decimal/binary helpers here duplicate what `connectors/temporal.py` (being
-written for PostgreSQL) will offer; merge them once it lands.
+Decimal and binary encoders come from the shared `connectors/temporal.py`.
 """
 
 from __future__ import annotations
@@ -29,6 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from connectors import temporal
 from connectors.api import ConfigError
 from connectors.mysql import model
 from connectors.mysql.model import Column
@@ -90,14 +90,10 @@ def b64(data: bytes) -> str:
 
 def decimal_unscaled_b64(value: decimal.Decimal, scale: int) -> str:
     """Connect `Decimal` payload: base64 of the big-endian two's-complement unscaled value."""
-    unscaled = int(value.scaleb(scale).to_integral_value(rounding=decimal.ROUND_HALF_UP))
-    return b64(_twos(unscaled))
+    return temporal.decimal_b64(value, scale)
 
 
-def _twos(n: int) -> bytes:
-    # BigInteger.toByteArray(): minimal length including the sign bit.
-    length = (n + (n < 0)).bit_length() // 8 + 1
-    return n.to_bytes(length, "big", signed=True)
+_twos = temporal.unscaled_to_bytes
 
 
 def epoch_days(d: dt.date) -> int:
@@ -113,12 +109,7 @@ def timedelta_micros(v: dt.timedelta) -> int:
     return (v.days * 86400 + v.seconds) * 1_000_000 + v.microseconds
 
 
-def binary_encoder(mode: BinaryMode) -> Callable[[bytes], str]:
-    if mode == "base64-url-safe":
-        return lambda b: base64.urlsafe_b64encode(b).decode("ascii")
-    if mode == "hex":
-        return lambda b: b.hex()
-    return b64  # bytes (JSON form is base64) and base64 give the same text
+binary_encoder = temporal.binary_encoder
 
 
 def _adjust_year(y: int) -> int:
@@ -333,6 +324,8 @@ def converter(col: Column, opts: TypeOptions, schema: Schema | None = None) -> C
     if base in ("TINYINT", "INT1", "SMALLINT", "INT2", "MEDIUMINT", "INT3", "MIDDLEINT", "INT", "INTEGER",
                 "INT4", "BIGINT", "INT8"):
         return _int
+    if base in ("FLOAT", "FLOAT4", "REAL") and column_schema(col, opts).type == "float32":
+        return _float32
     if base in ("FLOAT", "FLOAT4", "REAL", "DOUBLE", "FLOAT8"):
         return _float
     if base in ("DECIMAL", "DEC", "FIXED", "NUMERIC"):
@@ -405,6 +398,22 @@ def _float(v: Any) -> Any:
         return "NaN"
     if f in (float("inf"), float("-inf")):
         return "Infinity" if f > 0 else "-Infinity"
+    return f
+
+
+_F32 = struct.Struct("<f")
+
+
+def _float32(v: Any) -> Any:
+    """A FLOAT column value as Java's float prints it: the shortest decimal that reads back as the
+    same float32 (1.1f → 1.1, not the widened double 1.100000023841858)."""
+    f = _F32.unpack(_F32.pack(float(v)))[0] if isinstance(v, float) else float(v)
+    if f != f or f in (float("inf"), float("-inf")):
+        return _float(f)
+    for digits in range(6, 10):
+        short = float(f"{f:.{digits}g}")
+        if _F32.unpack(_F32.pack(short))[0] == f:
+            return short
     return f
 
 
