@@ -173,10 +173,14 @@ def _connect_error(
         )
     if "no pg_hba.conf entry" in low:
         if replication or "replication connection" in low:
+            # Logical replication connections (replication=database) are matched by database
+            # name in pg_hba.conf; the `replication` keyword only covers physical replication.
             return TerminalError(
-                f"pg_hba.conf on {p.address} refuses replication connections for user {p.user}",
-                f"add a line such as `host replication {p.user} <client-address>/32 scram-sha-256` "
-                "to pg_hba.conf and reload the server (SELECT pg_reload_conf())",
+                f"pg_hba.conf on {p.address} refuses replication connections for user {p.user} "
+                f"to database {p.dbname}",
+                f"add a line such as `host {p.dbname} {p.user} <client-address>/32 scram-sha-256` "
+                "to pg_hba.conf (logical replication matches the database name, not the `replication` "
+                "keyword) and reload the server (SELECT pg_reload_conf())",
             )
         return TerminalError(
             f"pg_hba.conf on {p.address} refuses connections for user {p.user} to database {p.dbname}",
@@ -551,12 +555,15 @@ def current_wal_lsn(conn: Any) -> int:
     return Lsn.parse(v).value
 
 
-def check_resume(info: SlotInfo | None, stored_lsn: int | None, slot_name: str = "") -> TerminalError | None:
+def check_resume(
+    info: SlotInfo | None, stored_lsn: int | None, slot_name: str = "", *, strict: bool = False
+) -> TerminalError | None:
     """Whether streaming can resume from a stored offset. Returns the error to raise, or None.
 
     `stored_lsn` is the LSN the engine last acknowledged (what it would confirm to the slot).
-    The slot forgets everything before its confirmed_flush_lsn, so an older stored LSN, or a
-    missing slot, means changes in between are gone.
+    A missing slot or lost WAL is always an error. A slot whose confirmed_flush_lsn is ahead of
+    `stored_lsn` is an error only with `strict=True`: the streaming source confirms idle
+    keepalive positions, so there a slot ahead of the offsets is normal and only logged.
     """
     if stored_lsn is None:
         return None
@@ -577,6 +584,12 @@ def check_resume(info: SlotInfo | None, stored_lsn: int | None, slot_name: str =
             recovery,
         )
     if info.confirmed_flush_lsn is not None and stored_lsn < info.confirmed_flush_lsn:
+        if strict:
+            return TerminalError(
+                f"stored offset LSN {Lsn(stored_lsn)} is older than slot {name}'s confirmed_flush_lsn "
+                f"{Lsn(info.confirmed_flush_lsn)}: the changes in between are no longer available",
+                recovery,
+            )
         # The slot only moves past what the connector confirmed (after storing it) or past idle
         # WAL with nothing for this publication; PostgreSQL streams from the slot's position, as
         # Debezium does. Say so, because a slot re-created or advanced by hand looks the same.
