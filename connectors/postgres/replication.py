@@ -20,6 +20,10 @@ restart could not tell "idle" from "changes lost". Two measures keep psycopg2 fr
 Residual: a keepalive that arrives in the middle of a transaction whose Begin LSN is older than
 the confirmed LSN can still trigger psycopg2's forward; psycopg2 then reports the start of that
 transaction's commit record, which the server still re-sends after a restart (no data loss).
+Likewise, once the caller confirms the keepalive position itself (idle, everything stored),
+psycopg2 may forward to later keepalive positions until the next data message: only WAL with
+nothing for this publication lies in between, so `setup.check_resume` treats a slot ahead of
+the offsets as a warning unless `strict=True`.
 """
 
 from __future__ import annotations
