@@ -38,12 +38,14 @@ class ColumnDef:
 
 
 def null_value(schema: Schema) -> Any:
-    """What Debezium emits for a NULL in a required column (e.g. the non-key columns of a
-    DEFAULT-identity delete): the column default, else the type's zero value."""
-    if schema.optional:
-        return None
+    """What Debezium emits for a NULL: Kafka's JsonConverter writes a field's schema default in
+    place of null (`replace.null.with.default`, on by default), and Debezium fills a required
+    column without one with the type's zero value (e.g. the non-key columns of a DEFAULT-identity
+    delete)."""
     if schema.default is not NO_DEFAULT and schema.default is not None:
         return schema.default
+    if schema.optional:
+        return None
     return _ZERO.get(schema.type)
 
 

@@ -16,26 +16,31 @@ import orjson
 
 from connectors import envelope as env
 from connectors.api import Record
-from connectors.filters import b64
 from connectors.postgres import pgoutput as pgo
-from connectors.schema import prim, struct
+from connectors.schema import Schema, prim, struct
+from connectors.temporal import binary_encoder
 
 if TYPE_CHECKING:
     from connectors.tableschema import TableSchema
 
 MESSAGE_KEY = struct("io.debezium.connector.postgresql.MessageKey", [("prefix", prim("string", optional=True))],
                      version=1)
-MESSAGE_BLOCK = struct("io.debezium.connector.postgresql.Message", [
-    ("prefix", prim("string", optional=True)),
-    ("content", prim("bytes", optional=True)),
-], version=1)
-MESSAGE_VALUE = struct("io.debezium.connector.postgresql.MessageValue", [
-    ("op", prim("string")),
-    ("ts_ms", prim("int64", optional=True)),
-    ("source", env.PG_SOURCE),
-    ("transaction", env.TRANSACTION_BLOCK),
-    ("message", MESSAGE_BLOCK),
-], version=1)
+
+
+def message_value_schema(binary_mode: str) -> Schema:
+    """MessageValue; `content` follows binary.handling.mode like any bytea column."""
+    content = prim("bytes" if binary_mode == "bytes" else "string", optional=True)
+    block = struct("io.debezium.connector.postgresql.Message",
+                   [("prefix", prim("string", optional=True)), ("content", content)], version=1)
+    return struct("io.debezium.connector.postgresql.MessageValue", [
+        ("op", prim("string")),
+        ("ts_ms", prim("int64", optional=True)),
+        ("source", env.PG_SOURCE),
+        ("transaction", env.TRANSACTION_BLOCK),
+        ("message", block),
+    ], version=1)
+
+
 # Debezium counts logical messages in END's data_collections under this (Java object) name.
 MESSAGE_COLLECTION = "io.debezium.connector.postgresql.LogicalDecodingMessageMonitor$LogicalDecodingMessageId"
 
@@ -57,8 +62,10 @@ class Tx:
 
 
 class PgEventFactory:
-    def __init__(self, prefix: str, dbname: str, tx_topic: str, tx_meta: bool) -> None:
+    def __init__(self, prefix: str, dbname: str, tx_topic: str, tx_meta: bool, binary_mode: str = "bytes") -> None:
         self.prefix, self.db, self.tx_topic, self.tx_meta = prefix, dbname, tx_topic, tx_meta
+        self.message_schema = message_value_schema(binary_mode)
+        self.encode_content = binary_encoder(binary_mode)
 
     def _source(self, tx: Tx, schema: str, table: str, lsn: int) -> dict[str, Any]:
         us = tx.commit_ts
@@ -152,8 +159,8 @@ class PgEventFactory:
                    "table": "", "txId": None, "lsn": lsn, "xmin": None, "origin": None, "origin_lsn": None}
             block = None
         value = {"op": "m", "ts_ms": ns // 1_000_000, "source": src, "transaction": block,
-                 "message": {"prefix": m.prefix, "content": b64(m.content)}}
-        out.append(Record(topic, {"prefix": m.prefix}, value, MESSAGE_KEY, MESSAGE_VALUE, (), None, None, pos))
+                 "message": {"prefix": m.prefix, "content": self.encode_content(m.content)}}
+        out.append(Record(topic, {"prefix": m.prefix}, value, MESSAGE_KEY, self.message_schema, (), None, None, pos))
 
     def tx_end(self, out: list[Record], tx: Tx, commit_msg_lsn: int) -> None:
         if not (self.tx_meta and tx.begun):

@@ -93,7 +93,8 @@ class PostgresSource:
         self._target = setup.current_wal_lsn(self._conn) if self.until_caught_up else None
         self._tables = TableCache(self._conn, self.cfg, self.namer, self.filters, self.rules)
         self._events = PgEventFactory(self.cfg.topic_prefix, src["database.dbname"],
-                                      self.namer.transaction_topic, self.tx_meta)
+                                      self.namer.transaction_topic, self.tx_meta,
+                                      src.get("binary.handling.mode", "bytes"))
         self._stream = replication.ReplicationStream(
             params, slot_name, src["publication.name"], start_lsn=start_lsn,
             status_interval_ms=int(src.get("status.update.interval.ms") or 10000))

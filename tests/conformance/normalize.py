@@ -10,8 +10,9 @@ Normalisation removes only what differs between two captures of the same changes
 One Debezium artefact is volatile too and is masked, not dropped: the END record of a transaction
 that contains a transactional logical-decoding message lists the message as data collection
 ``io.debezium.connector.postgresql.LogicalDecodingMessageMonitor$LogicalDecodingMessageId@<hash>``
-(a Java ``toString`` with an identity hash, placed in hash-map order). The hash becomes ``@*`` and
-such entries move to the end of ``data_collections``; every other entry keeps its order.
+(a Java ``toString`` with an identity hash, placed in hash-map order). The hash is dropped (Tidemark
+emits the class name alone) and such entries move to the end of ``data_collections``; every other
+entry keeps its order.
 
 Schemas are compared in full (field order, names, versions, parameters, defaults). Everything else
 is compared exactly: topic, key, value, and the order of records within each topic.
@@ -27,7 +28,7 @@ from typing import Any
 
 VOLATILE_PAYLOAD = ("ts_ms", "ts_us", "ts_ns")
 VOLATILE_SOURCE = ("ts_ms", "ts_us", "ts_ns", "version")
-_MSG_ID = re.compile(r"^(io\.debezium\.connector\.postgresql\.LogicalDecodingMessageMonitor\$LogicalDecodingMessageId)@[0-9a-f]+$")
+_MSG_ID = re.compile(r"^(io\.debezium\.connector\.postgresql\.LogicalDecodingMessageMonitor\$LogicalDecodingMessageId)(?:@[0-9a-f]+)?$")
 
 
 def is_transaction_record(rec: dict) -> bool:
@@ -54,7 +55,7 @@ def normalize_record(rec: dict) -> dict:
                 name = c.get("data_collection") if isinstance(c, dict) else None
                 m = _MSG_ID.match(name) if isinstance(name, str) else None
                 if m:
-                    c = dict(c, data_collection=m.group(1) + "@*")
+                    c = dict(c, data_collection=m.group(1))
                     msgs.append(c)
                 else:
                     plain.append(c)
