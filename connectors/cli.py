@@ -12,7 +12,7 @@ import typer
 
 from connectors.api import TidemarkError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Tidemark: change data capture from PostgreSQL and MySQL/MariaDB into Kafka and Delta Lake.")
 offsets_app = typer.Typer(no_args_is_help=True, help="Inspect or reset a connector's stored offsets.")
 app.add_typer(offsets_app, name="offsets")
@@ -31,6 +31,11 @@ def _setup_logging(level: str) -> None:
 
 
 def _fail(err: BaseException, code: int = 1) -> None:
+    if not isinstance(err, TidemarkError):
+        # Not one of ours: say what it was in one line; the traceback goes to the debug log only.
+        log.debug("unexpected error", exc_info=err)
+        err = TidemarkError(f"unexpected {type(err).__name__}: {err}",
+                            "rerun with --log-level DEBUG for the traceback and report it")
     typer.echo(f"tidemark: error: {err}", err=True)
     raise typer.Exit(code)
 
@@ -89,7 +94,7 @@ def run(config: Path = ConfigOpt,
         stats = engine.run()
         log.info("stopped: %d records in %d batches, %.1fs; last offset %s", stats.records, stats.batches,
                  stats.seconds, stats.last_offset)
-    except TidemarkError as e:
+    except Exception as e:
         _fail(e)
     finally:
         if engine is not None:
@@ -153,7 +158,7 @@ def demo(workdir: Path = typer.Option(Path("./demo-run"), "--workdir", help="Whe
     _setup_logging(log_level)
     try:
         run_demo(workdir.resolve(), rows)
-    except TidemarkError as e:
+    except Exception as e:
         _fail(e)
 
 

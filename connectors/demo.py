@@ -65,6 +65,7 @@ def run_demo(workdir: Path, rows: int) -> None:
     console = Console()
     workdir.mkdir(parents=True, exist_ok=True)
     console.print(f"[bold]Tidemark demo[/] in {workdir}")
+    (workdir / "servers").mkdir(exist_ok=True)
     pg = start_pg(workdir / "servers")
     try:
         console.print(f"private PostgreSQL (wal_level=logical) on 127.0.0.1:{pg.port}")
@@ -77,7 +78,7 @@ def run_demo(workdir: Path, rows: int) -> None:
             "debezium.source.topic.prefix": "shop",
             "debezium.source.slot.name": "tidemark_demo",
             "debezium.source.publication.name": "tidemark_demo",
-            "debezium.source.provide.transaction.metadata": "false",
+            "debezium.source.snapshot.mode": "no_data",
             "debezium.sink.type": "delta,jsonl",
             "debezium.sink.jsonl.path": str(jsonl),
             "tidemark.warehouse": str(warehouse),

@@ -38,7 +38,8 @@ from harness import (  # noqa: E402
     start_mariadb,
     start_pg,
 )
-from harness import util as _util  # noqa: E402
+
+from connectors.embedded import util as _util  # noqa: E402
 
 # fixture name -> marker declared in pyproject.toml
 FIXTURE_MARKERS: dict[str, str] = {

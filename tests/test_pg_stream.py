@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import signal
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pgcdc import delta_rows, payload, popen_cli, read_jsonl, run_cli, write_config
-
 from harness import wait_until
+from pgcdc import delta_rows, payload, popen_cli, read_jsonl, run_cli, write_config
 
 TABLES = """
 CREATE TABLE customers (id serial PRIMARY KEY, name text NOT NULL, email text, secret text);

@@ -1,13 +1,22 @@
-"""Private servers for the test suite: PostgreSQL, MariaDB, a Kafka-protocol broker, Spark.
+"""Private servers for the test suite: PostgreSQL, MariaDB, a Kafka-protocol broker (all from
+`connectors.embedded`), and Spark.
 
 Import as ``from harness import start_pg`` (tests/conftest.py puts tests/ on sys.path).
 """
 
-from .kafka import KafkaBroker, find_tansu, start_kafka
-from .mariadb import MariaDbServer, start_mariadb
-from .postgres import PgServer, contrib_available, find_pg_bindir, start_pg
+from connectors.embedded.kafka import KafkaBroker, find_tansu, start_kafka
+from connectors.embedded.mariadb import MariaDbServer, start_mariadb
+from connectors.embedded.postgres import PgServer, contrib_available, find_pg_bindir, start_pg
+from connectors.embedded.util import (
+    HarnessError,
+    free_port,
+    reap_stale,
+    unique_name,
+    unique_server_id,
+    wait_until,
+)
+
 from .spark import build_spark
-from .util import HarnessError, free_port, reap_stale, unique_name, unique_server_id, wait_until
 
 __all__ = [
     "HarnessError",

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .util import HarnessError
+from connectors.embedded.util import HarnessError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
