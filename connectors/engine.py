@@ -130,7 +130,7 @@ class Engine:
             try:
                 source.close()
             except Exception as e:  # closing must not mask the original error
-                log.debug("closing source: %s", e)
+                log.warning("closing source: %s", e)
 
     def _deliver(self, batch: Batch, skips: dict[int, tuple]) -> None:
         for i, sink in enumerate(self.sinks):

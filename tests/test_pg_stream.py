@@ -276,3 +276,27 @@ def test_sigkill_during_workload_loses_nothing(pg: Any, pg_database: str, db: An
     got = kafka.read_all(f"{slot}.public.orders", min_count=expected_c + expected_u, timeout=60)
     assert len({m[1] for m in got}) >= expected_c + expected_u
     assert kills == 4
+
+
+def test_offsets_reset_and_slot_drop_on_stop(pg: Any, pg_database: str, db: Any, tmp_path: Path,
+                                             unique_name: Any) -> None:
+    slot = unique_name("slot")
+    out = tmp_path / "events.jsonl"
+    cfg = write_config(tmp_path / "c.properties", pg, slot=slot, dbname=pg_database, jsonl=out)
+    run_cli("run", "--config", str(cfg), "--until-caught-up")
+    db.cursor().execute("INSERT INTO orders VALUES (1, 1, 1)")
+    run_cli("run", "--config", str(cfg), "--until-caught-up")
+    assert '"lsn_flush"' in run_cli("offsets", "show", "--config", str(cfg)).stdout
+    run_cli("offsets", "reset", "--config", str(cfg), "--yes")
+    assert '"offsets": null' in run_cli("offsets", "show", "--config", str(cfg)).stdout
+
+    slot_count = "SELECT count(*) FROM pg_replication_slots WHERE slot_name = %s"
+    assert pg.scalar(slot_count, (slot,)) == 1
+    dropping = write_config(tmp_path / "d.properties", pg, slot=slot, dbname=pg_database, jsonl=out,
+                            **{"slot.drop.on.stop": "true"})
+    proc = popen_cli("run", "--config", str(dropping), log=tmp_path / "run.log")
+    wait_until(lambda: pg.scalar("SELECT count(*) FROM pg_replication_slots WHERE slot_name = %s AND active",
+                                 (slot,)) == 1, timeout=60, what="connector attached to the slot")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+    assert pg.scalar(slot_count, (slot,)) == 0

@@ -118,11 +118,24 @@ class PostgresSource:
             self._stream.close()
             self._stream = None
         if self._conn is not None:
-            if self._stop and self.cfg.source.get("slot.drop.on.stop"):
-                setup.drop_slot(self._conn, self.cfg.source["slot.name"])
-            log.info("dropped slot %s (slot.drop.on.stop)", self.cfg.source["slot.name"])
-            self._conn.close()
-            self._conn = None
+            try:
+                if self._stop and self.cfg.source.get("slot.drop.on.stop"):
+                    self._drop_slot(setup)
+            finally:
+                self._conn.close()
+                self._conn = None
+
+    def _drop_slot(self, setup: Any) -> None:
+        # The walsender lets go of the slot a moment after the stream closes: wait for that.
+        name = self.cfg.source["slot.name"]
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            info = setup.slot_info(self._conn, name)
+            if info is None or not info.active:
+                break
+            time.sleep(0.05)
+        if setup.drop_slot(self._conn, name):
+            log.info("dropped slot %s (slot.drop.on.stop)", name)
 
     offset_key = staticmethod(offset_key)
 
