@@ -1,0 +1,285 @@
+"""Binlog events → neutral change items, with Debezium's MySQL offset semantics.
+
+`Translator.feed(event)` turns `binlog.Event`s into `RowChange` / `SchemaChange` / `TxEnd` /
+`Truncate` items. It tracks the transaction (GTID, start position, thread, query text) and keeps
+the offset Debezium keeps: `{"file", "pos", "gtids", "event", "row", "server_id", "ts_sec"}`,
+where inside a transaction `file`/`pos` is the transaction start, `gtids` the executed set
+*before* it, and `event`/`row` the rows events / rows of the current event already emitted.
+After a restart from such an offset the translator skips exactly that many rows events and rows,
+so a restart mid-transaction neither loses nor repeats a row (Debezium's restart skip counts).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from connectors.api import GtidSet
+from connectors.mysql.binlog import Event
+from connectors.mysql.ddl import DdlParser, DdlResult, UnparseableDdl
+from connectors.mysql.model import Table, Tables
+
+log = logging.getLogger(__name__)
+
+_NON_DDL = re.compile(r"(?is)^\s*(begin|commit|rollback|savepoint|release\s+savepoint|xa\s|set\s|flush\s|"
+                      r"analyze\s|optimize\s|repair\s|grant\s|revoke\s|create\s+(definer|user|role|function|"
+                      r"procedure|trigger|event|view|or\s+replace)|drop\s+(user|role|function|procedure|trigger|"
+                      r"event|view)|alter\s+(user|event|view|function|procedure)|#|/\*)")
+
+
+@dataclass(slots=True)
+class SourceInfo:
+    """Fields of Debezium's MySQL `source` block known from the binlog."""
+
+    server_id: int
+    gtid: str | None
+    file: str
+    pos: int
+    row: int
+    thread: int | None
+    query: str | None
+    ts_ms: int
+    db: str
+    table: str | None
+
+
+@dataclass(slots=True)
+class RowChange:
+    db: str
+    table: str
+    op: str  # c, u, d
+    before: list[Any] | None
+    after: list[Any] | None
+    table_model: Table | None
+    source: SourceInfo
+    txn_id: str
+    offset: dict[str, Any]  # resume point just after this row
+    pos: tuple[int, ...]    # total order (see offset_key)
+
+
+@dataclass(slots=True)
+class SchemaChange:
+    db: str
+    ddl: str
+    result: DdlResult
+    source: SourceInfo
+    offset: dict[str, Any]
+    pos: tuple[int, ...]
+    gtids_before: str = ""
+
+
+@dataclass(slots=True)
+class Truncate:
+    db: str
+    table: str
+    source: SourceInfo
+    offset: dict[str, Any]
+    pos: tuple[int, ...]
+
+
+@dataclass(slots=True)
+class TxEnd:
+    txn_id: str
+    offset: dict[str, Any]
+    pos: tuple[int, ...]
+    ts_ms: int
+
+
+Item = RowChange | SchemaChange | Truncate | TxEnd
+
+
+def file_index(name: str) -> int:
+    stem, _, idx = name.rpartition(".")
+    return int(idx) if idx.isdigit() else 0
+
+
+def offset_key(offset: dict[str, Any] | None) -> tuple[int, ...]:
+    """Total order of MySQL offsets: (file index, transaction start pos, event, row)."""
+    if not offset:
+        return (0, 0, 0, 0)
+    return (file_index(str(offset.get("file", ""))), int(offset.get("pos", 0)), int(offset.get("event", 0)),
+            int(offset.get("row", 0)))
+
+
+@dataclass
+class _Tx:
+    gtid: str | None
+    file: str
+    pos: int
+    thread: int | None = None
+    events: int = 0          # rows events seen (including skipped tables)
+    query: str | None = None
+    gtids_before: str = ""
+
+
+@dataclass
+class Translator:
+    """Stateful binlog → item translation. `tables`/`parser` are the live schema model; DDL is
+    applied to it here (so later rows decode with the new layout) and reported as SchemaChange."""
+
+    tables: Tables
+    start: dict[str, Any] | None = None
+    include_query: bool = False
+    skip_unparseable: bool = False
+    on_ddl_applied: Callable[[], None] | None = None
+    file: str = ""
+    gtids: GtidSet = field(default_factory=GtidSet)
+    _tx: _Tx | None = None
+    _skip_events: int = 0
+    _skip_rows: int = 0
+
+    def __post_init__(self) -> None:
+        self.parser = DdlParser(self.tables)
+        if self.start:
+            self.file = str(self.start.get("file", ""))
+            self.gtids = GtidSet.parse(str(self.start.get("gtids") or ""))
+            self._skip_events = int(self.start.get("event", 0))
+            self._skip_rows = int(self.start.get("row", 0))
+        self._pending_query: str | None = None
+        self._pending_gtid: str | None = None
+        self._pending_gtid_pos: int | None = None
+        self._standalone = False
+        self._next_pos = int(self.start.get("pos", 4)) if self.start else 4
+        self._server_id = int(self.start.get("server_id", 0)) if self.start else 0
+        self._ts = int(self.start.get("ts_sec", 0)) if self.start else 0
+
+    # ------------------------------------------------------------------ offsets
+    def offset(self) -> dict[str, Any]:
+        """Resume point between transactions (or inside one, with skip counts)."""
+        tx = self._tx
+        if tx is None:
+            return {"file": self.file, "pos": self._next_pos, "gtids": str(self.gtids), "event": 0, "row": 0,
+                    "server_id": self._server_id, "ts_sec": self._ts}
+        return {"file": tx.file, "pos": tx.pos, "gtids": tx.gtids_before, "event": tx.events, "row": 0,
+                "server_id": self._server_id, "ts_sec": self._ts}
+
+    # ------------------------------------------------------------------ translation
+    def feed(self, ev: Event) -> Iterator[Item]:
+        kind = ev.kind
+        if kind == "rows":
+            yield from self._rows(ev)
+            return
+        self._server_id = ev.server_id or self._server_id
+        if ev.ts:
+            self._ts = ev.ts
+        if kind == "gtid":
+            self._pending_gtid, self._pending_gtid_pos, self._standalone = ev.gtid, ev.pos, ev.standalone
+            if not ev.standalone and "-" in ev.gtid and ":" not in ev.gtid:
+                # MariaDB writes no BEGIN query: a non-standalone GTID event opens the transaction.
+                self._tx = _Tx(ev.gtid, self.file, ev.pos, None, gtids_before=str(self.gtids))
+                self._pending_gtid_pos = None
+            return
+        if kind == "query":
+            q = ev.query.strip()
+            up = q[:10].upper()
+            if up.startswith("BEGIN") or up.startswith("XA START"):
+                if self._tx is not None and not self._tx.events:
+                    self._tx.thread = ev.thread
+                    return
+                start = self._pending_gtid_pos if self._pending_gtid_pos is not None else ev.pos
+                self._tx = _Tx(self._pending_gtid, self.file, start, ev.thread, gtids_before=str(self.gtids))
+                self._pending_gtid_pos = None
+                return
+            if up.startswith("COMMIT") or up.startswith("XA COMMIT") or up.startswith("ROLLBACK"):
+                yield from self._commit(ev)
+                return
+            yield from self._ddl(ev, q)
+            return
+        if kind == "xid":
+            yield from self._commit(ev)
+            return
+        if kind == "annotate":
+            if self._tx is not None:
+                self._tx.query = ev.query
+            return
+        if kind == "rotate":
+            self.file = ev.file
+            self._next_pos = ev.next_pos
+            return
+        if kind == "heartbeat" and self._tx is None:
+            self._next_pos = max(self._next_pos, ev.next_pos) if ev.file == self.file else ev.next_pos
+
+    def _commit(self, ev: Event) -> Iterator[Item]:
+        tx = self._tx
+        self._tx = None
+        self._next_pos = ev.next_pos
+        self._skip_events = self._skip_rows = 0
+        if tx is None:
+            return
+        if tx.gtid:
+            self.gtids = self.gtids.add(tx.gtid)
+        off = self.offset()
+        yield TxEnd(tx.gtid or f"file={tx.file},pos={tx.pos}", off, offset_key(off) + (1 << 62,), ev.ts * 1000)
+
+    def _source(self, ev: Event, db: str, table: str | None, row: int, tx: _Tx | None,
+                query: str | None) -> SourceInfo:
+        return SourceInfo(ev.server_id, tx.gtid if tx else self._pending_gtid, tx.file if tx else self.file,
+                          tx.pos if tx else ev.pos, row, tx.thread if tx else ev.thread,
+                          query if self.include_query else None, ev.ts * 1000, db, table)
+
+    def _rows(self, ev: Event) -> Iterator[Item]:
+        tx = self._tx
+        if tx is None:  # rows outside BEGIN (should not happen with ROW format): own transaction
+            tx = self._tx = _Tx(self._pending_gtid, self.file, ev.pos, None, gtids_before=str(self.gtids))
+        tx.events += 1
+        if self._skip_events >= tx.events:
+            return  # emitted before the restart
+        if ev.skipped:
+            return
+        skip_rows = self._skip_rows if self._skip_events == tx.events - 1 else 0
+        base = {"file": tx.file, "pos": tx.pos, "gtids": tx.gtids_before, "server_id": ev.server_id,
+                "ts_sec": ev.ts}
+        ev_index = tx.events - 1
+        for i, (before, after) in enumerate(ev.rows):
+            if i < skip_rows:
+                continue
+            off = dict(base, event=ev_index, row=i + 1)
+            if i + 1 == len(ev.rows):
+                off["event"], off["row"] = ev_index + 1, 0
+            yield RowChange(ev.db, ev.table, ev.op, before, after, ev.table_model,
+                            self._source(ev, ev.db, ev.table, i, tx, tx.query), tx.gtid or f"{tx.file}:{tx.pos}",
+                            off, (file_index(tx.file), tx.pos, ev_index, i))
+
+    def _ddl(self, ev: Event, q: str) -> Iterator[Item]:
+        if _NON_DDL.match(q):
+            if self._pending_gtid is not None and self._standalone:
+                self.gtids = self.gtids.add(self._pending_gtid)
+            self._next_pos = ev.next_pos
+            return
+        gtid_pos = self._pending_gtid_pos if self._pending_gtid_pos is not None else ev.pos
+        gtids_before = str(self.gtids)
+        if self._pending_gtid is not None:
+            self.gtids = self.gtids.add(self._pending_gtid)
+        self._pending_gtid_pos = None
+        self._next_pos = ev.next_pos
+        try:
+            result = self.parser.apply(q, ev.db or None)
+        except UnparseableDdl as e:
+            if not self.skip_unparseable:
+                raise UnparseableDdlError(str(e)) from None
+            log.warning("%s (skipped: schema.history.internal.skip.unparseable.ddl=true)", e)
+            return
+        if result.kind == "ignored":
+            return
+        if self.on_ddl_applied is not None:
+            self.on_ddl_applied()
+        off = self.offset()
+        src = SourceInfo(ev.server_id, self._pending_gtid, self.file, gtid_pos, 0, ev.thread, None, ev.ts * 1000,
+                         result.database or ev.db, None)
+        key = (file_index(self.file), gtid_pos, 0, 0)
+        if result.kind == "truncate":
+            for db, table in result.truncated or []:
+                yield Truncate(db, table, src, off, key)
+            return
+        yield SchemaChange(result.database or ev.db, q, result, src, off, key, gtids_before)
+
+
+class UnparseableDdlError(Exception):
+    pass
+
+
+def tables_at(tables: Tables, db: str, table: str) -> Table | None:
+    return tables.get(db, table)

@@ -1,0 +1,165 @@
+"""DDL parsing, schema history recovery (incl. ALTER while the connector was down), set-up errors
+and the MySqlSource end to end against the private MariaDB."""
+
+from __future__ import annotations
+
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from connectors.api import TerminalError
+from connectors.mysql import setup
+from connectors.mysql.ddl import DdlParser, UnparseableDdl
+from connectors.mysql.history import DeltaSchemaHistory, HistoryRecord
+from connectors.mysql.model import Tables
+from connectors.mysql.source import MySqlSource
+
+
+def _cfg(mariadb: Any, warehouse: Path, name: str, server_id: int, **extra: Any) -> Any:
+    src = dict(mariadb.props(), **{"database.server.id": server_id, "max.batch.size": 2048,
+                                   "poll.interval.ms": 100, "tombstones.on.delete": True,
+                                   "include.schema.changes": True, "skipped.operations": ["t"]})
+    src.update(extra)
+    return types.SimpleNamespace(source=src, name=name, connector="mariadb", topic_prefix="tm", warehouse=warehouse)
+
+
+def _drain(src: MySqlSource) -> list[Any]:
+    out = []
+    last = None
+    for b in src.batches():
+        out.extend(b.records)
+        last = b.offset
+    src._last = last  # type: ignore[attr-defined]
+    return out
+
+
+def test_ddl_alter_sequence() -> None:
+    t = Tables()
+    p = DdlParser(t)
+    p.apply("CREATE DATABASE d CHARACTER SET latin1", None)
+    p.apply("CREATE TABLE t (id INT, a VARCHAR(5), b INT, PRIMARY KEY (id))", "d")
+    p.apply("ALTER TABLE t ADD COLUMN c TEXT FIRST, DROP COLUMN b, CHANGE a a2 VARCHAR(9) NOT NULL", "d")
+    tb = t.get("d", "t")
+    assert tb is not None
+    assert [(c.name, c.position) for c in tb.columns] == [("c", 1), ("id", 2), ("a2", 3)]
+    assert tb.column("a2").length == 9 and not tb.column("a2").optional and tb.column("c").charset == "latin1"
+    p.apply("ALTER TABLE t DROP PRIMARY KEY, ADD PRIMARY KEY (a2)", "d")
+    assert t.get("d", "t").primary_key == ["a2"]
+    p.apply("CREATE TABLE t2 LIKE t", "d")
+    assert [c.name for c in t.get("d", "t2").columns] == ["c", "id", "a2"]
+    p.apply("RENAME TABLE t2 TO t3", "d")
+    assert t.get("d", "t2") is None and t.get("d", "t3") is not None
+    with pytest.raises(UnparseableDdl):
+        p.apply("ALTER TABLE t FROBNICATE EVERYTHING", "d")
+    assert p.apply("TRUNCATE t3", "d").truncated == [("d", "t3")]
+
+
+def test_history_recover_upto(tmp_path: Path) -> None:
+    h = DeltaSchemaHistory(tmp_path, "c1")
+    t = Tables()
+    p = DdlParser(t)
+    r1 = p.apply("CREATE TABLE d.t (id INT PRIMARY KEY)", None)
+    r2 = p.apply("ALTER TABLE d.t ADD COLUMN x INT", None)
+    h.record([HistoryRecord("mysql-bin.000001", 100, "", "d", "CREATE TABLE d.t (id INT PRIMARY KEY)", r1.changes)])
+    h.record([HistoryRecord("mysql-bin.000002", 50, "", "d", "ALTER TABLE d.t ADD COLUMN x INT", r2.changes)])
+    assert [c.name for c in h.recover({"file": "mysql-bin.000001", "pos": 500}).get("d", "t").columns] == ["id"]
+    assert [c.name for c in h.recover({"file": "mysql-bin.000002", "pos": 60}).get("d", "t").columns] == ["id", "x"]
+    only = DeltaSchemaHistory(tmp_path / "o", "c2", table_filter=lambda d, tb: tb == "keep",
+                              store_only_captured_tables=True)
+    assert only.record([HistoryRecord("f.1", 1, "", "d", "x", r1.changes)]) == 0
+
+
+def test_setup_errors(mariadb: Any, mariadb_factory: Any) -> None:
+    bad = setup.settings_from_props(dict(mariadb.props(), **{"database.password": "wrong-password"}))
+    bad.user = "nobody"
+    with pytest.raises(TerminalError, match="access denied"):
+        setup.connect(bad)
+    stmt = mariadb_factory(binlog_format="STATEMENT")
+    with pytest.raises(TerminalError, match="binlog_format is STATEMENT"):
+        setup.check_server(setup.connect(setup.settings_from_props(stmt.props())))
+    conn = setup.connect(setup.settings_from_props(mariadb.props()))
+    with pytest.raises(TerminalError, match="purged"):
+        setup.check_position(conn, {"file": "mysql-bin.000000", "pos": 4}, True)
+    with pytest.raises(TerminalError, match="server_id"):
+        setup.check_server(conn, int(mariadb.variable("server_id")))
+    mariadb.execute("CREATE USER IF NOT EXISTS 'norepl'@'%' IDENTIFIED BY 'pw'")
+    mariadb.execute("GRANT SELECT ON *.* TO 'norepl'@'%'")
+    weak = setup.settings_from_props(dict(mariadb.props(), **{"database.user": "norepl", "database.password": "pw"}))
+    with pytest.raises(TerminalError, match="REPLICATION"):
+        setup.check_server(setup.connect(weak))
+
+
+def test_source_end_to_end_and_alter_while_down(mariadb: Any, mariadb_database: str, tmp_path: Path,
+                                                unique_name: Any) -> None:
+    db = mariadb_database
+    mariadb.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(10), ts TIMESTAMP(3) NULL)")
+    cfg = _cfg(mariadb, tmp_path, unique_name("conn"), unique_name.server_id(), **{"database.include.list": db})
+    src = MySqlSource(cfg, until_caught_up=True)
+    src.open(None)
+    mariadb.execute(f"INSERT INTO {db}.t VALUES (1, 'a', '2020-01-02 03:04:05.5'), (2, 'b', NULL)")
+    mariadb.execute(f"UPDATE {db}.t SET v = 'c' WHERE id = 1")
+    mariadb.execute(f"UPDATE {db}.t SET id = 3 WHERE id = 2")
+    mariadb.execute(f"DELETE FROM {db}.t WHERE id = 1")
+    recs = _drain(src)
+    offset = src._last  # type: ignore[attr-defined]
+    src.close()
+    ops = [(r.value or {}).get("op") if r.value is not None else "tomb" for r in recs]
+    assert ops == ["c", "c", "u", "d", "tomb", "c", "d", "tomb"]
+    first = recs[0]
+    assert first.topic == f"tm.{db}.t" and first.key == {"id": 1}
+    assert first.value["after"] == {"id": 1, "v": "a", "ts": "2020-01-02T03:04:05.500Z"}
+    s = first.value["source"]
+    assert s["connector"] == "mariadb" and s["db"] == db and s["table"] == "t" and s["row"] == 0
+    assert s["gtid"] and s["file"].startswith("mysql-bin.") and s["server_id"] == 1 and recs[1].value["source"]["row"] == 1
+    assert dict(recs[4].headers) == {} and dict(recs[3].headers)["__debezium.newkey"]
+    # ALTER while the connector is down, then rows in the new layout
+    mariadb.execute(f"INSERT INTO {db}.t VALUES (10, 'old', NULL)")
+    mariadb.execute(f"ALTER TABLE {db}.t ADD COLUMN n INT NOT NULL DEFAULT 7 AFTER id")
+    mariadb.execute(f"INSERT INTO {db}.t VALUES (11, 8, 'new', NULL)")
+    src2 = MySqlSource(cfg, until_caught_up=True)
+    src2.open(offset)
+    recs2 = _drain(src2)
+    src2.close()
+    data = [r for r in recs2 if r.value is not None and "op" in r.value]
+    assert data[0].value["after"] == {"id": 10, "v": "old", "ts": None}
+    sc = [r for r in recs2 if r.topic == "tm"]
+    assert len(sc) == 1 and sc[0].key == {"databaseName": db}
+    change = sc[0].value["tableChanges"][0]
+    assert change["type"] == "ALTER" and change["id"] == f'"{db}"."t"'
+    assert [c["name"] for c in change["table"]["columns"]] == ["id", "n", "v", "ts"]
+    assert data[-1].value["after"] == {"id": 11, "n": 8, "v": "new", "ts": None}
+    schema = data[-1].value_schema.to_json()
+    after_fields = {f["field"]: f for f in schema["fields"][1]["fields"]}
+    assert after_fields["n"]["default"] == 7
+    # restart from the very first offset: history recovery gives the pre-ALTER layout for old rows
+    src3 = MySqlSource(cfg, until_caught_up=True)
+    src3.open(offset)
+    again = [r for r in _drain(src3) if r.value is not None and "op" in r.value]
+    src3.close()
+    assert [r.value["after"] for r in again] == [r.value["after"] for r in data]
+
+
+def test_restart_mid_transaction(mariadb: Any, mariadb_database: str, tmp_path: Path, unique_name: Any) -> None:
+    db = mariadb_database
+    mariadb.execute(f"CREATE TABLE {db}.m (id INT PRIMARY KEY)")
+    cfg = _cfg(mariadb, tmp_path, unique_name("conn"), unique_name.server_id(),
+               **{"database.include.list": db, "max.batch.size": 1})
+    src = MySqlSource(cfg, until_caught_up=True)
+    src.open(None)
+    start = dict(src._start)
+    with mariadb.connect(autocommit=False) as conn, conn.cursor() as cur:
+        cur.execute(f"INSERT INTO {db}.m VALUES (1), (2), (3)")
+        cur.execute(f"INSERT INTO {db}.m VALUES (4)")
+        conn.commit()
+    all_recs = _drain(src)
+    src.close()
+    assert [r.key["id"] for r in all_recs] == [1, 2, 3, 4]
+    for cut in range(1, 4):  # resume after the cut-th row
+        src = MySqlSource(cfg, until_caught_up=True)
+        src.open(all_recs[cut - 1].offset)
+        rest = [r.key["id"] for r in _drain(src)]
+        src.close()
+        assert rest == [1, 2, 3, 4][cut:], (cut, all_recs[cut - 1].offset)
+    assert start["event"] == 0
