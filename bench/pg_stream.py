@@ -1,0 +1,469 @@
+"""PostgreSQL streaming benchmark: Tidemark vs Debezium 3.6 vs a bare psycopg2 read loop.
+
+    .venv/bin/python bench/pg_stream.py [--events N] [--quick] [--profile]
+
+One private PostgreSQL and one tansu broker; for each workload shape (N single-row transactions,
+then N rows in 1,000-row transactions) a fresh set of logical slots is created *before* the
+workload, one slot per consumer, so every consumer catches up on exactly the same WAL. Consumers
+run one at a time. Prints one JSON line per figure on stdout; logs go to stderr. See README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+PUBLICATION = "bench_pub"
+TARGETS = {"tidemark_delta": 1.25, "tidemark_kafka": 1.0, "tidemark_kafka_python": 1.0}
+TIDEMARK_CONSUMERS = {
+    # consumer name -> (slot, sink properties)
+    "tidemark_delta": {"debezium.sink.type": "delta"},
+    "tidemark_kafka": {"debezium.sink.type": "kafka", "debezium.sink.kafka.client": "confluent"},
+    "tidemark_kafka_python": {"debezium.sink.type": "kafka", "debezium.sink.kafka.client": "kafka-python"},
+    "tidemark_jsonl": {"debezium.sink.type": "jsonl"},
+}
+ALL_CONSUMERS = [*TIDEMARK_CONSUMERS, "debezium", "psycopg2_raw"]
+PROFILED = ["tidemark_delta", "tidemark_kafka"]
+STOPPED_RE = re.compile(r"stopped: (\d+) records in (\d+) batches, ([\d.]+)s")
+
+SCHEMA_SQL = """
+CREATE TABLE IF NOT EXISTS bench (
+    id bigint PRIMARY KEY, name text, qty int, price numeric(10,2), created timestamptz, note text);
+CREATE OR REPLACE PROCEDURE bench_single_row(first bigint, last bigint) LANGUAGE plpgsql AS $$
+BEGIN
+    FOR i IN first..last LOOP
+        INSERT INTO bench VALUES (i, 'customer-' || i, (i % 100)::int, ((i % 100000) / 100.0)::numeric(10,2),
+                                  clock_timestamp(), repeat(md5(i::text), 4));
+        COMMIT;
+    END LOOP;
+END $$;
+CREATE OR REPLACE PROCEDURE bench_batched(first bigint, last bigint, per_tx int) LANGUAGE plpgsql AS $$
+DECLARE s bigint := first;
+BEGIN
+    WHILE s <= last LOOP
+        INSERT INTO bench
+        SELECT g, 'customer-' || g, (g % 100)::int, ((g % 100000) / 100.0)::numeric(10,2), clock_timestamp(),
+               repeat(md5(g::text), 4)
+        FROM generate_series(s, least(s + per_tx - 1, last)) g;
+        COMMIT;
+        s := s + per_tx;
+    END LOOP;
+END $$;
+"""
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def emit(obj: dict[str, Any]) -> None:
+    print(json.dumps(obj), flush=True)
+
+
+# --------------------------------------------------------------------------- peak RSS
+class RssMonitor:
+    """Polls the RSS of a process and all its descendants (summed); keeps the peak."""
+
+    def __init__(self, pid: int, interval: float = 0.05) -> None:
+        import psutil
+
+        self._proc = psutil.Process(pid)
+        self._interval = interval
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        import psutil
+
+        while not self._stop.is_set():
+            try:
+                procs = [self._proc, *self._proc.children(recursive=True)]
+                total = 0
+                for p in procs:
+                    try:
+                        total += p.memory_info().rss
+                    except psutil.Error:
+                        pass
+                self.peak = max(self.peak, total)
+            except psutil.Error:
+                return
+            self._stop.wait(self._interval)
+
+    def stop(self) -> float:
+        self._stop.set()
+        self._thread.join(2)
+        return self.peak / 2**20
+
+
+# --------------------------------------------------------------------------- workload
+def setup_database(pg: Any) -> None:
+    conn = pg.connect()
+    cur = conn.cursor()
+    cur.execute(SCHEMA_SQL)
+    cur.execute(f"DROP PUBLICATION IF EXISTS {PUBLICATION}")
+    cur.execute(f"CREATE PUBLICATION {PUBLICATION} FOR ALL TABLES")
+    conn.close()
+
+
+def create_slots(pg: Any, names: list[str]) -> None:
+    for name in names:
+        pg.scalar("SELECT lsn FROM pg_create_logical_replication_slot(%s, 'pgoutput')", (name,))
+
+
+def drop_slots(pg: Any, names: list[str]) -> None:
+    for name in names:
+        try:
+            pg.drop_slot(name, timeout=30)
+        except Exception as e:  # noqa: BLE001 - best effort between rounds
+            log(f"could not drop slot {name}: {e!r}")
+
+
+def generate(pg: Any, shape: str, first: int, n: int) -> float:
+    conn = pg.connect()
+    cur = conn.cursor()
+    t0 = time.monotonic()
+    if shape == "single_row_tx":
+        cur.execute("CALL bench_single_row(%s, %s)", (first, first + n - 1))
+    else:
+        cur.execute("CALL bench_batched(%s, %s, 1000)", (first, first + n - 1))
+    conn.close()
+    return time.monotonic() - t0
+
+
+# --------------------------------------------------------------------------- Tidemark
+def tidemark_config(path: Path, pg: Any, kafka: Any, consumer: str, slot: str, work: Path) -> Path:
+    props = {f"debezium.source.{k}": v for k, v in pg.props().items()}
+    props.update({
+        "debezium.source.connector.class": "postgres",
+        "debezium.source.topic.prefix": slot.replace("_", "-"),
+        "debezium.source.slot.name": slot,
+        "debezium.source.publication.name": PUBLICATION,
+        "debezium.source.publication.autocreate.mode": "disabled",
+        "debezium.source.snapshot.mode": "no_data",
+        "debezium.source.plugin.name": "pgoutput",
+        "tidemark.warehouse": str(work / "warehouse"),
+    })
+    props.update(TIDEMARK_CONSUMERS[consumer])
+    if props["debezium.sink.type"] == "jsonl":
+        props["debezium.sink.jsonl.path"] = str(work / "events.jsonl")
+    if props["debezium.sink.type"] == "kafka":
+        props["debezium.sink.kafka.producer.bootstrap.servers"] = kafka.bootstrap
+        props["debezium.sink.kafka.topic.creation.partitions"] = "1"
+    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    return path
+
+
+def run_tidemark(cfg: Path, work: Path, n: int, profile_out: Path | None = None) -> dict[str, Any]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    cmd = [sys.executable]
+    if profile_out is not None:
+        cmd += ["-m", "cProfile", "-o", str(profile_out)]
+    cmd += ["-m", "connectors.cli", "run", "--config", str(cfg), "--until-caught-up"]
+    log_path = work / "tidemark.log"
+    with log_path.open("wb") as lf:
+        t0 = time.monotonic()
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=lf, env=env, cwd=ROOT)
+        mon = RssMonitor(proc.pid)
+        try:
+            rc = proc.wait(timeout=max(600, n / 200))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            rc = -9
+        wall = time.monotonic() - t0
+        peak = mon.stop()
+    text = log_path.read_text(errors="replace")
+    if rc != 0:
+        raise RuntimeError(f"tidemark exited {rc}; log {log_path}:\n{text[-3000:]}")
+    m = STOPPED_RE.search(text)
+    records, batches, engine_s = (int(m[1]), int(m[2]), float(m[3])) if m else (None, None, None)
+    if records is not None and records != n:
+        log(f"WARNING: tidemark reported {records} records, expected {n}; log {log_path}")
+    return {"wall_s": wall, "engine_s": engine_s, "records": records, "batches": batches, "peak_rss_mb": peak}
+
+
+# --------------------------------------------------------------------------- Debezium
+def debezium_child(props_path: str, stats_path: str, expected: int, timeout: float) -> None:
+    """Runs inside a subprocess (JPype starts one JVM per process): count records until ``expected``."""
+    from pydbzengine import BasePythonChangeHandler, DebeziumJsonEngine
+
+    props = json.loads(Path(props_path).read_text())
+    state = {"n": 0, "first": None, "nth": None, "bytes": 0}
+    done = threading.Event()
+
+    class Counter(BasePythonChangeHandler):
+        def handleJsonBatch(self, records: Any) -> None:  # noqa: N802 - pydbzengine's name
+            if state["first"] is None:
+                state["first"] = time.time()
+            n = 0
+            size = 0
+            for r in records:
+                v = r.value()  # the JsonConverter's output (a Java String): touch it, do not copy it
+                if v is not None:
+                    size += v.length()
+                n += 1
+            state["n"] += n
+            state["bytes"] += size
+            if state["n"] >= expected and state["nth"] is None:
+                state["nth"] = time.time()
+                done.set()
+
+    engine = DebeziumJsonEngine(properties=props, handler=Counter(), jvm_opts=["-Xmx1g"])
+    worker = threading.Thread(target=engine.run, daemon=True)
+    worker.start()
+    done.wait(timeout)
+    Path(stats_path).write_text(json.dumps(state))
+    try:
+        engine.close()
+    except Exception as e:  # noqa: BLE001
+        print(f"engine.close failed: {e!r}", file=sys.stderr, flush=True)
+    worker.join(20)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # the JVM's non-daemon threads must not keep the child alive
+
+
+def run_debezium(pg: Any, slot: str, work: Path, n: int) -> dict[str, Any]:
+    props = {
+        "name": f"bench-{slot}",
+        "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+        "offset.storage": "org.apache.kafka.connect.storage.FileOffsetBackingStore",
+        "offset.storage.file.filename": str(work / "dbz.offsets"),
+        "offset.flush.interval.ms": "10000",
+        "key.converter.schemas.enable": "true",
+        "value.converter.schemas.enable": "true",
+        "plugin.name": "pgoutput",
+        "topic.prefix": "dbz",
+        "snapshot.mode": "no_data",
+        "slot.name": slot,
+        "publication.name": PUBLICATION,
+        "publication.autocreate.mode": "disabled",
+        # the non-transactional markers earlier Tidemark runs wrote into the same WAL are not data
+        "message.prefix.exclude.list": r"tidemark\.sync.*",
+        **pg.props(),
+    }
+    props_path = work / "dbz.props.json"
+    props_path.write_text(json.dumps(props, indent=1))
+    stats_path = work / "dbz.stats.json"
+    timeout = max(300.0, n / 500)
+    cmd = [sys.executable, os.path.abspath(__file__), "--debezium-child", str(props_path), str(stats_path),
+           str(n), str(timeout)]
+    log_path = work / "debezium.log"
+    with log_path.open("wb") as lf:
+        start = time.time()
+        t0 = time.monotonic()
+        proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT, cwd=ROOT)
+        mon = RssMonitor(proc.pid)
+        try:
+            rc = proc.wait(timeout=timeout + 120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            rc = -9
+        wall = time.monotonic() - t0
+        peak = mon.stop()
+    if not stats_path.exists():
+        raise RuntimeError(f"debezium child exited {rc} without stats; log {log_path}:\n"
+                           f"{log_path.read_text(errors='replace')[-3000:]}")
+    st = json.loads(stats_path.read_text())
+    if st["nth"] is None:
+        raise RuntimeError(f"debezium delivered {st['n']} of {n} records; log {log_path}")
+    return {"steady_s": st["nth"] - st["first"], "to_nth_s": st["nth"] - start, "wall_s": wall,
+            "records": st["n"], "json_bytes": st["bytes"], "peak_rss_mb": peak}
+
+
+# --------------------------------------------------------------------------- psycopg2 baseline
+def run_raw(pg: Any, slot: str, n: int) -> dict[str, Any]:
+    import psycopg2
+    import psycopg2.extras
+
+    t0 = time.monotonic()
+    conn = psycopg2.connect(pg.dsn(), connection_factory=psycopg2.extras.LogicalReplicationConnection)
+    cur = conn.cursor()
+    cur.start_replication(slot_name=slot, decode=False,
+                          options={"proto_version": "1", "publication_names": PUBLICATION})
+    inserts = 0
+    begins = 0
+    first = None
+    last_fb = time.monotonic()
+    deadline = t0 + max(300.0, n / 200)
+    while inserts < n:
+        msg = cur.read_message()
+        if msg is None:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"psycopg2 read {inserts} of {n} inserts before the deadline")
+            select.select([cur], [], [], 1.0)
+            continue
+        if first is None:
+            first = time.monotonic()
+        kind = msg.payload[:1]
+        if kind == b"I":
+            inserts += 1
+        elif kind == b"B":
+            begins += 1
+        now = time.monotonic()
+        if now - last_fb > 5:
+            cur.send_feedback(flush_lsn=msg.data_start)
+            last_fb = now
+    end = time.monotonic()
+    conn.close()
+    return {"steady_s": end - (first or t0), "wall_s": end - t0, "records": inserts, "transactions": begins}
+
+
+# --------------------------------------------------------------------------- profile summary
+def profile_summary(prof: Path, top: int = 25) -> str:
+    import io
+    import pstats
+
+    buf = io.StringIO()
+    st = pstats.Stats(str(prof), stream=buf)
+    st.sort_stats("tottime").print_stats(top)
+    st.sort_stats("cumulative").print_stats(top)
+    return buf.getvalue()
+
+
+# --------------------------------------------------------------------------- main
+def bench_round(pg: Any, kafka: Any, shape: str, first_id: int, n: int, consumers: list[str], base: Path,
+                profile: bool) -> None:
+    slots = {c: f"{shape}_{c}"[:63] for c in consumers}
+    prof_slots = {c: f"{shape}_prof_{c}"[:63] for c in PROFILED if profile and c in consumers}
+    create_slots(pg, [*slots.values(), *prof_slots.values()])
+    log(f"{shape}: slots created ({', '.join([*slots.values(), *prof_slots.values()])}); generating {n} rows")
+    gen_s = generate(pg, shape, first_id, n)
+    wal = pg.scalar("SELECT pg_size_pretty(pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)) "
+                    "FROM pg_replication_slots WHERE slot_name = %s", (next(iter(slots.values())),))
+    log(f"{shape}: workload generated in {gen_s:.1f}s ({n / gen_s:.0f} rows/s), {wal} of WAL behind each slot")
+    emit({"bench": "pg_stream", "shape": shape, "consumer": "workload_generation", "events": n,
+          "seconds": round(gen_s, 3), "events_per_s": round(n / gen_s)})
+    steady: dict[str, float] = {}
+    common = {"bench": "pg_stream", "shape": shape, "events": n}
+    for c in consumers:
+        work = base / shape / c
+        work.mkdir(parents=True, exist_ok=True)
+        log(f"{shape}: {c} catching up on slot {slots[c]}")
+        try:
+            if c in TIDEMARK_CONSUMERS:
+                cfg = tidemark_config(work / "tidemark.properties", pg, kafka, c, slots[c], work)
+                r = run_tidemark(cfg, work, n)
+                secs = r["engine_s"] if r["engine_s"] else r["wall_s"]
+                steady[c] = secs
+                emit({**common, "consumer": c, "seconds": round(secs, 3), "events_per_s": round(n / secs),
+                      "seconds_incl_startup": round(r["wall_s"], 3),
+                      "events_per_s_incl_startup": round(n / r["wall_s"]),
+                      "records": r["records"], "batches": r["batches"], "peak_rss_mb": round(r["peak_rss_mb"], 1)})
+            elif c == "debezium":
+                r = run_debezium(pg, slots[c], work, n)
+                steady[c] = r["steady_s"]
+                emit({**common, "consumer": c, "seconds": round(r["steady_s"], 3),
+                      "events_per_s": round(n / r["steady_s"]),
+                      "seconds_incl_startup": round(r["to_nth_s"], 3),
+                      "events_per_s_incl_startup": round(n / r["to_nth_s"]),
+                      "process_wall_s": round(r["wall_s"], 3), "records": r["records"],
+                      "peak_rss_mb": round(r["peak_rss_mb"], 1)})
+            else:
+                r = run_raw(pg, slots[c], n)
+                steady[c] = r["steady_s"]
+                emit({**common, "consumer": c, "seconds": round(r["steady_s"], 3),
+                      "events_per_s": round(n / r["steady_s"]),
+                      "seconds_incl_startup": round(r["wall_s"], 3),
+                      "events_per_s_incl_startup": round(n / r["wall_s"]), "records": r["records"],
+                      "transactions": r["transactions"]})
+        except Exception as e:  # noqa: BLE001 - report and go on with the other consumers
+            log(f"{shape}: {c} FAILED: {e}")
+            emit({**common, "consumer": c, "error": str(e)[:500]})
+        log(f"{shape}: {c} done")
+    for c in TIDEMARK_CONSUMERS:
+        if c not in steady:
+            continue
+        for base_c in ("debezium", "psycopg2_raw"):
+            if base_c in steady:
+                line = {"bench": "pg_stream", "shape": shape, "ratio": f"{c}/{base_c}",
+                        "value": round(steady[base_c] / steady[c], 3)}
+                if base_c == "debezium" and c in TARGETS:
+                    line.update(target=TARGETS[c], meets_target=line["value"] >= TARGETS[c])
+                emit(line)
+    if "debezium" in steady and "psycopg2_raw" in steady:
+        emit({"bench": "pg_stream", "shape": shape, "ratio": "debezium/psycopg2_raw",
+              "value": round(steady["psycopg2_raw"] / steady["debezium"], 3)})
+    for c, slot in prof_slots.items():
+        work = base / shape / f"profile_{c}"
+        work.mkdir(parents=True, exist_ok=True)
+        cfg = tidemark_config(work / "tidemark.properties", pg, kafka, c, slot, work)
+        prof = work / "run.prof"
+        log(f"{shape}: profiling {c} (cProfile) on slot {slot}")
+        try:
+            r = run_tidemark(cfg, work, n, profile_out=prof)
+            log(f"{shape}: profiled {c}: {r['engine_s']}s under cProfile; profile {prof}\n{profile_summary(prof)}")
+        except Exception as e:  # noqa: BLE001
+            log(f"{shape}: profiling {c} FAILED: {e}")
+    drop_slots(pg, [*slots.values(), *prof_slots.values()])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--events", type=int, default=100_000, help="rows per workload shape (default 100000)")
+    ap.add_argument("--quick", action="store_true", help="5000 events (smoke run, ~2 minutes)")
+    ap.add_argument("--shapes", default="single_row_tx,tx_1000_rows")
+    ap.add_argument("--consumers", default=",".join(ALL_CONSUMERS))
+    ap.add_argument("--profile", action="store_true",
+                    help="also run Tidemark delta and kafka under cProfile (own slots) and log the hotspots")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory (logs, profiles)")
+    ap.add_argument("--debezium-child", nargs=4, metavar=("PROPS", "STATS", "N", "TIMEOUT"), help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.debezium_child:
+        props, stats, n, timeout = a.debezium_child
+        debezium_child(props, stats, int(n), float(timeout))
+        return 0
+    n = 5000 if a.quick else a.events
+    shapes = [s for s in a.shapes.split(",") if s]
+    consumers = [c for c in a.consumers.split(",") if c]
+    bad = [c for c in consumers if c not in ALL_CONSUMERS] + [
+        s for s in shapes if s not in ("single_row_tx", "tx_1000_rows")]
+    if bad:
+        ap.error(f"unknown consumers/shapes: {bad}")
+
+    from connectors.embedded.kafka import start_kafka
+    from connectors.embedded.postgres import start_pg
+
+    base = Path(tempfile.mkdtemp(prefix="tidemark-bench-"))
+    log(f"work dir {base}; {os.cpu_count()} CPUs; events per shape {n}")
+    t_all = time.monotonic()
+    pg = start_pg(None, max_replication_slots=20, max_wal_senders=20, max_wal_size="4GB")
+    kafka = start_kafka() if any("kafka" in c for c in consumers) else None
+    try:
+        setup_database(pg)
+        first_id = 1
+        for shape in shapes:
+            bench_round(pg, kafka, shape, first_id, n, consumers, base, a.profile)
+            first_id += n
+    finally:
+        if kafka is not None:
+            kafka.destroy()
+        pg.destroy()
+        if a.keep or a.profile:
+            log(f"kept {base}")
+        else:
+            shutil.rmtree(base, ignore_errors=True)
+    log(f"total {time.monotonic() - t_all:.0f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
