@@ -6,6 +6,11 @@ tests/golden/). Payload builders are plain dict literals: they run once per even
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
+import orjson
+
 from connectors.schema import Schema, prim, struct
 
 VERSION = "3.6.0.Final"  # the Debezium event format we reproduce; consumers may read it
@@ -88,6 +93,19 @@ TX_VALUE = struct("io.debezium.connector.common.TransactionMetadataValue", [
 # --------------------------------------------------------------------------- heartbeats
 HEARTBEAT_KEY = struct("io.debezium.connector.common.ServerNameKey", [("serverName", prim("string"))])
 HEARTBEAT_VALUE = struct("io.debezium.connector.common.Heartbeat", [("ts_ms", prim("int64"))])
+
+
+def change_value(before: Any, after: Any, source: dict[str, Any], op: str, block: Any) -> dict[str, Any]:
+    """The Envelope payload of one change event; `ts_*` are the connector's processing time."""
+    ns = time.time_ns()
+    return {"before": before, "after": after, "source": source, "transaction": block, "op": op,
+            "ts_ms": ns // 1_000_000, "ts_us": ns // 1000, "ts_ns": ns}
+
+
+def key_header(key_schema: Schema | None, key: Any) -> bytes:
+    """A key as Kafka Connect's JSON header converter writes it (`__debezium.oldkey`/`newkey`)."""
+    schema = key_schema.json_text if key_schema is not None else b"null"
+    return b'{"schema":' + schema + b',"payload":' + orjson.dumps(key) + b"}"
 
 
 def time_fields(ts_ns: int) -> tuple[int, int, int]:

@@ -12,8 +12,6 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from connectors import envelope as env
 from connectors.api import Record
 from connectors.postgres import pgoutput as pgo
@@ -114,7 +112,7 @@ class PgEventFactory:
         if op in skipped:
             return
         block = self._block(out, tx, ts.collection, lsn)
-        value = _value(before, after, self._source(tx, ts.namespace, ts.table, lsn), op, block)
+        value = env.change_value(before, after, self._source(tx, ts.namespace, ts.table, lsn), op, block)
         out.append(Record(ts.topic, key, value, ts.key_schema, ts.envelope_schema, (), ts.collection, None, pos))
         if op == "d" and tombstones:
             out.append(Record(ts.topic, key, None, ts.key_schema, ts.envelope_schema, (), ts.collection, None,
@@ -128,21 +126,21 @@ class PgEventFactory:
         c, l_, _ = pos
         if "d" not in skipped:
             block = self._block(out, tx, ts.collection, lsn)
-            value = _value(before, None, self._source(tx, ts.namespace, ts.table, lsn), "d", block)
+            value = env.change_value(before, None, self._source(tx, ts.namespace, ts.table, lsn), "d", block)
             out.append(Record(ts.topic, old_key, value, ts.key_schema, ts.envelope_schema,
-                              ((NEWKEY, _header(ts, new_key)),), ts.collection, None, (c, l_, 0)))
+                              ((NEWKEY, env.key_header(ts.key_schema, new_key)),), ts.collection, None, (c, l_, 0)))
             if tombstones:
                 out.append(Record(ts.topic, old_key, None, ts.key_schema, ts.envelope_schema, (), ts.collection,
                                   None, (c, l_, 1)))
         if "c" not in skipped:
             block = self._block(out, tx, ts.collection, lsn)
-            value = _value(None, after, self._source(tx, ts.namespace, ts.table, lsn), "c", block)
+            value = env.change_value(None, after, self._source(tx, ts.namespace, ts.table, lsn), "c", block)
             out.append(Record(ts.topic, new_key, value, ts.key_schema, ts.envelope_schema,
-                              ((OLDKEY, _header(ts, old_key)),), ts.collection, None, (c, l_, 2)))
+                              ((OLDKEY, env.key_header(ts.key_schema, old_key)),), ts.collection, None, (c, l_, 2)))
 
     def truncate(self, out: list[Record], tx: Tx, ts: TableSchema, lsn: int, pos: tuple[int, int, int]) -> None:
         block = self._block(out, tx, ts.collection, lsn)
-        value = _value(None, None, self._source(tx, ts.namespace, ts.table, lsn), "t", block)
+        value = env.change_value(None, None, self._source(tx, ts.namespace, ts.table, lsn), "t", block)
         out.append(Record(ts.topic, None, value, None, ts.envelope_schema, (), ts.collection, None, pos))
 
     def message(self, out: list[Record], topic: str, tx: Tx | None, m: Any, lsn: int, pos: tuple[int, int, int],
@@ -171,15 +169,3 @@ class PgEventFactory:
                  "ts_ms": tx.commit_ts // 1000}
         out.append(Record(self.tx_topic, {"id": tid}, value, env.TX_KEY, env.TX_VALUE, (), None, None,
                           (tx.commit_lsn, MAX_SUB, 0)))
-
-
-def _value(before: Any, after: Any, src: dict[str, Any], op: str, block: Any) -> dict[str, Any]:
-    ns = time.time_ns()
-    return {"before": before, "after": after, "source": src, "transaction": block, "op": op,
-            "ts_ms": ns // 1_000_000, "ts_us": ns // 1000, "ts_ns": ns}
-
-
-def _header(ts: TableSchema, key: Any) -> bytes:
-    # Kafka Connect's JSON header converter form: {"schema": ..., "payload": ...}.
-    schema = ts.key_schema.json_text if ts.key_schema is not None else b"null"
-    return b'{"schema":' + schema + b',"payload":' + orjson.dumps(key) + b"}"
