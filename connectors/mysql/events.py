@@ -212,7 +212,7 @@ class Translator:
         if tx.gtid:
             self.gtids = self.gtids.add(tx.gtid)
         off = self.offset()
-        yield TxEnd(tx.gtid or f"file={tx.file},pos={tx.pos}", off, offset_key(off) + (1 << 62,), ev.ts * 1000)
+        yield TxEnd(tx.gtid or f"file={tx.file},pos={tx.pos}", off, offset_key(off), ev.ts * 1000)
 
     def _source(self, ev: Event, db: str, table: str | None, row: int, tx: _Tx | None,
                 query: str | None) -> SourceInfo:
@@ -233,15 +233,19 @@ class Translator:
         base = {"file": tx.file, "pos": tx.pos, "gtids": tx.gtids_before, "server_id": ev.server_id,
                 "ts_sec": ev.ts}
         ev_index = tx.events - 1
+        fidx = file_index(tx.file)
+        txid = tx.gtid or f"file={tx.file},pos={tx.pos}"
         for i, (before, after) in enumerate(ev.rows):
             if i < skip_rows:
                 continue
             off = dict(base, event=ev_index, row=i + 1)
             if i + 1 == len(ev.rows):
                 off["event"], off["row"] = ev_index + 1, 0
+            # pos == offset_key(off): a sink holding everything up to an offset holds exactly the
+            # rows whose pos is not above it.
             yield RowChange(ev.db, ev.table, ev.op, before, after, ev.table_model,
-                            self._source(ev, ev.db, ev.table, i, tx, tx.query), tx.gtid or f"{tx.file}:{tx.pos}",
-                            off, (file_index(tx.file), tx.pos, ev_index, i))
+                            self._source(ev, ev.db, ev.table, i, tx, tx.query), txid,
+                            off, (fidx, tx.pos, off["event"], off["row"]))
 
     def _ddl(self, ev: Event, q: str) -> Iterator[Item]:
         if _NON_DDL.match(q):
@@ -269,10 +273,11 @@ class Translator:
         off = self.offset()
         src = SourceInfo(ev.server_id, self._pending_gtid, self.file, gtid_pos, 0, ev.thread, None, ev.ts * 1000,
                          result.database or ev.db, None)
-        key = (file_index(self.file), gtid_pos, 0, 0)
+        # Above the offset before this statement (fidx, gtid_pos, 0, 0), not above the one after it.
+        key = (file_index(self.file), gtid_pos, 0, 1)
         if result.kind == "truncate":
-            for db, table in result.truncated or []:
-                yield Truncate(db, table, src, off, key)
+            for i, (db, table) in enumerate(result.truncated or []):
+                yield Truncate(db, table, src, off, key[:3] + (1 + i,))
             return
         yield SchemaChange(result.database or ev.db, q, result, src, off, key, gtids_before)
 

@@ -13,8 +13,6 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import orjson
-
 from connectors import envelope as env
 from connectors.api import Batch, Record, TerminalError
 from connectors.filters import ColumnRules, TableFilters
@@ -29,6 +27,7 @@ from connectors.mysql.events import (
     Truncate,
     TxEnd,
     UnparseableDdlError,
+    file_index,
     offset_key,
 )
 from connectors.mysql.history import (
@@ -50,11 +49,15 @@ SYSTEM_DBS = ("mysql", "information_schema", "performance_schema", "sys")
 
 
 class MySqlSource:
-    def __init__(self, cfg: Any, *, until_caught_up: bool = False) -> None:
+    def __init__(self, cfg: Any, *, until_caught_up: bool = False, max_seconds: float | None = None) -> None:
         self.cfg = cfg
         src = cfg.source
         self.connector = "mariadb" if getattr(cfg, "connector", "mysql") == "mariadb" else "mysql"
         self.until_caught_up = until_caught_up
+        self.deadline = time.monotonic() + max_seconds if max_seconds else None
+        self.heartbeat_s = int(src.get("heartbeat.interval.ms") or 0) / 1000
+        self.heartbeat_query = src.get("heartbeat.action.query") or None
+        self.tx_meta = bool(src.get("provide.transaction.metadata", False))
         self.max_batch = int(src.get("max.batch.size", 2048))
         self.poll_s = int(src.get("poll.interval.ms", 500)) / 1000
         self.skipped = set(src.get("skipped.operations") or ["t"]) - {"none"}
@@ -82,6 +85,9 @@ class MySqlSource:
         self._schemas: dict[tuple[str, str], tuple[int, TableSchema]] = {}
         self._stop = False
         self._conn: Any = None
+        self._target: tuple[int, int] | None = None
+        self._txm: list[Any] | None = None  # [id, events, per-table counts, BEGIN sent]
+        self._fresh = False
 
     offset_key = staticmethod(offset_key)
 
@@ -99,13 +105,14 @@ class MySqlSource:
             offset = dict(start_offset)
         else:
             tables, offset = self._schema_snapshot()
+            self._fresh = True
         self.tables = tables
         self._translator = Translator(tables, offset, include_query=self.include_query,
                                       skip_unparseable=bool(src.get("schema.history.internal.skip.unparseable.ddl",
                                                                     False)),
                                       on_ddl_applied=self._ddl_applied)
         self._stream = BinlogStream(self.settings, self.server_id, self._resolve, file=str(offset["file"]),
-                                    pos=int(offset["pos"]), heartbeat_s=max(self.poll_s, 0.1),
+                                    pos=int(offset["pos"]), heartbeat_s=max(min(self.poll_s, 1.0), 0.1),
                                     blocking=not self.until_caught_up)
         self._start = offset
 
@@ -188,77 +195,147 @@ class MySqlSource:
                 "row": s.row, "thread": s.thread, "query": s.query}
 
     def batches(self) -> Iterator[Batch]:
+        """Records cut into batches at transaction ends; inside a transaction larger than
+        max.batch.size also after any row, with the offset of that row (event/row skip counts),
+        so memory stays bounded and a restart resumes exactly there."""
         assert self._stream is not None and self._translator is not None
         tr = self._translator
         pending: list[Record] = []
         last_cut = time.monotonic()
         offset = dict(self._start)
         start_key = offset_key(self._start)
+        next_hb = time.monotonic() + self.heartbeat_s if self.heartbeat_s else None
+        n_tx = 0
+        if self.until_caught_up:  # the server's position now is where bounded mode stops
+            cur = self._conn.cursor()
+            tfile, tpos, _ = current_position(cur)
+            cur.close()
+            self._target = (file_index(tfile), tpos)
+        if self._fresh:
+            yield Batch([], offset)  # remember where streaming starts, even if nothing changes
         try:
             for ev in self._stream.events():
                 for item in tr.feed(ev):
                     if isinstance(item, RowChange):
-                        if item.pos < start_key:
+                        offset = item.offset
+                        if item.pos <= start_key:
+                            self._row([], item)  # emitted before the restart: only count it
                             continue
                         self._row(pending, item)
+                        if len(pending) >= self.max_batch:
+                            yield Batch(pending, offset, extra={"transactions": n_tx})
+                            pending, last_cut, n_tx = [], time.monotonic(), 0
                     elif isinstance(item, TxEnd):
                         offset = item.offset
-                        if len(pending) >= self.max_batch or (pending and time.monotonic() - last_cut >= self.poll_s):
-                            yield Batch(pending, offset)
-                            pending, last_cut = [], time.monotonic()
+                        n_tx += 1
+                        self._tx_end(pending, item)
                     elif isinstance(item, SchemaChange):
                         if pending:
-                            yield Batch(pending, offset)
-                            pending = []
+                            yield Batch(pending, offset, extra={"transactions": n_tx})
+                            pending, n_tx = [], 0
                         self._schema_change(pending, item)
                         offset = item.offset
                         yield Batch(pending, offset)
                         pending, last_cut = [], time.monotonic()
                     elif isinstance(item, Truncate):
-                        self._truncate(pending, item)
                         offset = item.offset
-                if ev.kind == "heartbeat" and tr._tx is None:
-                    offset = tr.offset()
-                    if pending:
-                        yield Batch(pending, offset)
-                        pending, last_cut = [], time.monotonic()
-                if self._stop:
+                        if item.pos > start_key:
+                            self._truncate(pending, item)
+                in_tx = tr._tx is not None
+                if not in_tx:
+                    if ev.kind == "heartbeat" or ev.kind == "rotate":
+                        offset = tr.offset()
+                    now = time.monotonic()
+                    if pending and (len(pending) >= self.max_batch or now - last_cut >= self.poll_s
+                                    or ev.kind == "heartbeat"):
+                        yield Batch(pending, offset, extra={"transactions": n_tx})
+                        pending, last_cut, n_tx = [], now, 0
+                    if next_hb is not None and now >= next_hb:
+                        next_hb = now + self.heartbeat_s
+                        if pending:
+                            yield Batch(pending, offset, extra={"transactions": n_tx})
+                            pending, last_cut, n_tx = [], now, 0
+                        yield self._heartbeat(tr.offset())
+                    if self._target is not None and (file_index(tr.file), tr._next_pos) >= self._target:
+                        break
+                if self._stop or (self.deadline is not None and time.monotonic() > self.deadline):
                     break
         except UnparseableDdlError as e:
             raise TerminalError(str(e), "fix the statement support or set "
                                         "schema.history.internal.skip.unparseable.ddl=true") from None
-        if pending:
-            yield Batch(pending, offset)
+        if tr._tx is None:
+            offset = tr.offset()
+        if pending or offset != self._start:
+            yield Batch(pending, offset, extra={"transactions": n_tx})
+
+    def _heartbeat(self, off: dict[str, Any]) -> Batch:
+        if self.heartbeat_query:
+            with self._conn.cursor() as cur:
+                cur.execute(self.heartbeat_query)
+        rec = Record(self.namer.heartbeat_topic, {"serverName": self.cfg.topic_prefix},
+                     {"ts_ms": int(time.time() * 1000)}, env.HEARTBEAT_KEY, env.HEARTBEAT_VALUE)
+        return Batch([rec], off, extra={"heartbeat": True})
+
+    # ------------------------------------------------------------------ transaction metadata
+    def _block(self, out: list[Record], rc: RowChange, collection: str) -> dict[str, Any] | None:
+        """Count one event of the transaction; with provide.transaction.metadata emit BEGIN
+        before its first event and return the envelope's `transaction` block."""
+        tx = self._txm
+        if tx is None or tx[0] != rc.txn_id:
+            tx = self._txm = [rc.txn_id, 0, {}, False]
+        tx[1] += 1
+        per: dict[str, int] = tx[2]
+        per[collection] = n = per.get(collection, 0) + 1
+        if not self.tx_meta:
+            return None
+        if not tx[3]:
+            tx[3] = True
+            value = {"status": "BEGIN", "id": rc.txn_id, "event_count": None, "data_collections": None,
+                     "ts_ms": rc.source.ts_ms}
+            out.append(Record(self.namer.transaction_topic, {"id": rc.txn_id}, value, env.TX_KEY, env.TX_VALUE,
+                              (), None, rc.offset, rc.pos))
+        return {"id": rc.txn_id, "total_order": tx[1], "data_collection_order": n}
+
+    def _tx_end(self, out: list[Record], end: TxEnd) -> None:
+        tx, self._txm = self._txm, None
+        if not self.tx_meta or tx is None or tx[0] != end.txn_id or not tx[3]:
+            return
+        value = {"status": "END", "id": end.txn_id, "event_count": tx[1],
+                 "data_collections": [{"data_collection": k, "event_count": v} for k, v in tx[2].items()],
+                 "ts_ms": end.ts_ms}
+        out.append(Record(self.namer.transaction_topic, {"id": end.txn_id}, value, env.TX_KEY, env.TX_VALUE,
+                          (), None, end.offset, offset_key(end.offset)))
 
     def _row(self, out: list[Record], rc: RowChange) -> None:
         ts = self._table_schema(rc.db, rc.table, rc.table_model)
         src = self._source(rc.source)
+        coll, off, pos = ts.collection, rc.offset, rc.pos
         if rc.op == "u" and ts.key_names:
             old_key, new_key = ts.key(rc.before), ts.key(rc.after)  # type: ignore[arg-type]
             if old_key != new_key:
+                # A primary-key change: DELETE (old key) + tombstone + CREATE (new key), as Debezium.
                 before, after = ts.row(rc.before), ts.row(rc.after)  # type: ignore[arg-type]
                 if "d" not in self.skipped:
-                    out.append(Record(ts.topic, old_key, _value(before, None, src, "d"), ts.key_schema,
-                                      ts.envelope_schema, ((NEWKEY, _header(ts, new_key)),), ts.collection,
-                                      rc.offset, rc.pos))
+                    value = env.change_value(before, None, src, "d", self._block(out, rc, coll))
+                    out.append(Record(ts.topic, old_key, value, ts.key_schema, ts.envelope_schema,
+                                      ((NEWKEY, env.key_header(ts.key_schema, new_key)),), coll, off, pos))
                     if self.tombstones:
-                        out.append(Record(ts.topic, old_key, None, ts.key_schema, ts.envelope_schema, (),
-                                          ts.collection, rc.offset, rc.pos))
+                        out.append(Record(ts.topic, old_key, None, ts.key_schema, ts.envelope_schema, (), coll,
+                                          off, pos))
                 if "c" not in self.skipped:
-                    out.append(Record(ts.topic, new_key, _value(None, after, src, "c"), ts.key_schema,
-                                      ts.envelope_schema, ((OLDKEY, _header(ts, old_key)),), ts.collection,
-                                      rc.offset, rc.pos))
+                    value = env.change_value(None, after, src, "c", self._block(out, rc, coll))
+                    out.append(Record(ts.topic, new_key, value, ts.key_schema, ts.envelope_schema,
+                                      ((OLDKEY, env.key_header(ts.key_schema, old_key)),), coll, off, pos))
                 return
         if rc.op in self.skipped:
             return
         before = ts.row(rc.before) if rc.before is not None else None
         after = ts.row(rc.after) if rc.after is not None else None
         key = ts.key(rc.after if rc.after is not None else rc.before)  # type: ignore[arg-type]
-        out.append(Record(ts.topic, key, _value(before, after, src, rc.op), ts.key_schema, ts.envelope_schema, (),
-                          ts.collection, rc.offset, rc.pos))
+        value = env.change_value(before, after, src, rc.op, self._block(out, rc, coll))
+        out.append(Record(ts.topic, key, value, ts.key_schema, ts.envelope_schema, (), coll, off, pos))
         if rc.op == "d" and self.tombstones:
-            out.append(Record(ts.topic, key, None, ts.key_schema, ts.envelope_schema, (), ts.collection,
-                              rc.offset, rc.pos))
+            out.append(Record(ts.topic, key, None, ts.key_schema, ts.envelope_schema, (), coll, off, pos))
 
     def _truncate(self, out: list[Record], t: Truncate) -> None:
         if "t" in self.skipped or not self.filters.captures(t.db, t.table) or self.tables.get(t.db, t.table) is None:
@@ -266,8 +343,8 @@ class MySqlSource:
         ts = self._table_schema(t.db, t.table, None)
         s = t.source
         s.table = t.table
-        out.append(Record(ts.topic, None, _value(None, None, self._source(s), "t"), None, ts.envelope_schema, (),
-                          ts.collection, t.offset, t.pos))
+        value = env.change_value(None, None, self._source(s), "t", None)
+        out.append(Record(ts.topic, None, value, None, ts.envelope_schema, (), ts.collection, t.offset, t.pos))
 
     def _schema_change(self, out: list[Record], sc: SchemaChange) -> None:
         changes: list[TableChange] = sc.result.changes
@@ -288,16 +365,6 @@ class MySqlSource:
         out.append(Record(self.namer.schema_change_topic, key, value, self.sc_key_schema, self.sc_value_schema,
                           (), None, sc.offset, sc.pos))
 
-
-def _value(before: Any, after: Any, src: dict[str, Any], op: str) -> dict[str, Any]:
-    ns = time.time_ns()
-    return {"before": before, "after": after, "source": src, "transaction": None, "op": op,
-            "ts_ms": ns // 1_000_000, "ts_us": ns // 1000, "ts_ns": ns}
-
-
-def _header(ts: TableSchema, key: Any) -> bytes:
-    schema = ts.key_schema.json_text if ts.key_schema is not None else b"null"
-    return b'{"schema":' + schema + b',"payload":' + orjson.dumps(key) + b"}"
 
 
 __all__ = ["MySqlSource", "offset_key"]
