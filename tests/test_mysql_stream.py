@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -218,3 +219,161 @@ def test_max_seconds_heartbeats_and_offsets_reset(mariadb: Any, mariadb_database
 
     run_cli("offsets", "reset", "--config", str(cfg), "--yes")
     assert '"offsets": null' in run_cli("offsets", "show", "--config", str(cfg)).stdout
+
+
+def _workload(server: Any, dbname: str, n: int, stop: threading.Event) -> None:
+    conn = server.connect(database=dbname)
+    cur = conn.cursor()
+    for i in range(n):
+        if stop.is_set():
+            break
+        if i % 10 == 0:
+            conn.begin()
+            for j in range(50):  # a bigger transaction now and then
+                cur.execute("INSERT INTO orders VALUES (%s, 2, %s)", (100_000 + i * 100 + j, j))
+            conn.commit()
+        cur.execute("INSERT INTO orders VALUES (%s, 1, 1)", (i,))
+        if i % 3 == 0:
+            cur.execute("UPDATE orders SET qty = qty + 1 WHERE id = %s", (i,))
+    conn.close()
+
+
+def _count(changelog: Path) -> int:
+    return len(delta_rows(changelog, ["op"])) if changelog.exists() else 0
+
+
+@pytest.mark.slow
+def test_sigkill_during_workload_loses_nothing(mariadb: Any, mariadb_database: str, db: Any, kafka: Any,
+                                              tmp_path: Path, unique_name: Any) -> None:
+    """SIGKILL the connector several times during a workload; Delta ends with every change
+    exactly once, Kafka with every change at least once."""
+    name = unique_name("my")
+    cfg = write_config(tmp_path / "c.properties", mariadb, server_id=unique_name.server_id(), db=mariadb_database,
+                       sinks="kafka,delta", kafka=kafka, prefix=name, **{"max.batch.size": "64"})
+    run_cli("run", "--config", str(cfg), "--until-caught-up")
+    stop = threading.Event()
+    n = 600
+    writer = threading.Thread(target=_workload, args=(mariadb, mariadb_database, n, stop))
+    writer.start()
+    changelog = tmp_path / "warehouse" / name / "changelog"
+    kills = 0
+    try:
+        for _ in range(4):
+            proc = popen_cli("run", "--config", str(cfg), log=tmp_path / "run.log")
+            start = _count(changelog)
+            wait_until(lambda s=start: _count(changelog) > s + 50, timeout=90, what="progress before the kill")
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+            kills += 1
+    finally:
+        writer.join(300)
+        stop.set()
+    run_cli("run", "--config", str(cfg), "--until-caught-up", timeout=300)
+    expected_c = n + (n // 10) * 50
+    expected_u = len(range(0, n, 3))
+    rows = delta_rows(changelog, ["op", "key", "binlog_file", "binlog_pos", "row"])
+    keys = [(r["op"], r["key"], r["binlog_file"], r["binlog_pos"], r["row"]) for r in rows]
+    assert len(keys) == len(set(keys)), "a change landed twice in Delta"
+    assert sum(r["op"] == "c" for r in rows) == expected_c
+    assert sum(r["op"] == "u" for r in rows) == expected_u
+    got = kafka.read_all(f"{name}.{mariadb_database}.orders", min_count=expected_c + expected_u, timeout=60)
+    assert len({m[1] for m in got}) >= expected_c + expected_u
+    assert kills == 4
+
+
+@pytest.mark.slow
+def test_sigkill_inside_100k_row_transaction(mariadb: Any, mariadb_database: str, db: Any, kafka: Any,
+                                             tmp_path: Path, unique_name: Any) -> None:
+    """One transaction of 100,000 rows, cut into batches of 1,000: SIGKILL while it is half
+    delivered, restart, and Delta has every row exactly once (Kafka at least once)."""
+    name = unique_name("my")
+    total = 100_000
+    sql(db, "CREATE TABLE big (id INT PRIMARY KEY, v VARCHAR(20))")
+    cfg = write_config(tmp_path / "c.properties", mariadb, server_id=unique_name.server_id(), db=mariadb_database,
+                       sinks="kafka,delta", kafka=kafka, prefix=name, **{"max.batch.size": "1000"})
+    run_cli("run", "--config", str(cfg), "--until-caught-up")
+    db.begin()
+    sql(db, f"INSERT INTO big SELECT seq, CONCAT('row-', seq) FROM seq_1_to_{total}")
+    db.commit()
+    changelog = tmp_path / "warehouse" / name / "changelog"
+    proc = popen_cli("run", "--config", str(cfg), log=tmp_path / "run.log")
+    try:
+        wait_until(lambda: _count(changelog) >= 10_000, timeout=180, what="part of the transaction delivered")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    at_kill = _count(changelog)
+    assert 0 < at_kill < total, at_kill  # killed inside the transaction
+    run_cli("run", "--config", str(cfg), "--until-caught-up", timeout=600)
+    rows = delta_rows(changelog, ["op", "key"])
+    ids = [int(r["key"].split(":")[1].rstrip("}")) for r in rows]
+    assert len(ids) == total and set(ids) == set(range(1, total + 1)), (len(ids), len(set(ids)))
+    got = kafka.read_all(f"{name}.{mariadb_database}.big", min_count=total, timeout=120)
+    assert len({m[0] for m in got}) == total
+
+
+def test_server_restart_while_streaming(mariadb_factory: Any, tmp_path: Path, unique_name: Any) -> None:
+    server = mariadb_factory()
+    dbn = server.create_database(unique_name("db"))
+    server.execute(f"CREATE TABLE {dbn}.orders (id INT PRIMARY KEY, qty INT)")
+    out = tmp_path / "events.jsonl"
+    cfg = write_config(tmp_path / "c.properties", server, server_id=unique_name.server_id(), db=dbn, jsonl=out,
+                       sinks="jsonl,delta")
+    run_cli("run", "--config", str(cfg), "--until-caught-up")
+    proc = popen_cli("run", "--config", str(cfg), log=tmp_path / "run.log")
+    try:
+        for i in range(20):
+            server.execute(f"INSERT INTO {dbn}.orders VALUES ({i}, 1)")
+        wait_until(lambda: len(read_jsonl(out)) >= 20, timeout=60, what="first events")
+        server.restart()
+        for i in range(20, 40):
+            server.execute(f"INSERT INTO {dbn}.orders VALUES ({i}, 1)")
+        wait_until(lambda: len({payload(r)["after"]["id"] for r in read_jsonl(out)}) >= 40, timeout=120,
+                   what="events after the server restart")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "retrying" in (tmp_path / "run.log").read_text()
+    assert len(delta_rows(tmp_path / "warehouse" / "tm" / "changelog", ["op"])) == 40  # exactly once
+
+
+@pytest.mark.parametrize("case, expect", [
+    ("wrong_password", "access denied"),
+    ("statement_format", "binlog_format is STATEMENT"),
+])
+def test_setup_errors_are_one_clear_message(mariadb: Any, mariadb_factory: Any, tmp_path: Path, unique_name: Any,
+                                            case: str, expect: str) -> None:
+    extra: dict[str, Any] = {}
+    server = mariadb
+    if case == "wrong_password":
+        extra["database.password"] = "nope"
+    else:
+        server = mariadb_factory(binlog_format="STATEMENT")
+    cfg = write_config(tmp_path / "c.properties", server, server_id=unique_name.server_id(), db="x",
+                       jsonl=tmp_path / "o.jsonl", **extra)
+    proc = run_cli("run", "--config", str(cfg), "--until-caught-up", check=False, timeout=60)
+    assert proc.returncode == 1
+    assert expect in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and "nope" not in proc.stderr
+    assert proc.stderr.count("tidemark: error:") == 1
+
+
+def test_purged_binlog_names_the_recovery(mariadb_factory: Any, tmp_path: Path, unique_name: Any) -> None:
+    server = mariadb_factory()
+    dbn = server.create_database(unique_name("db"))
+    server.execute(f"CREATE TABLE {dbn}.orders (id INT PRIMARY KEY)")
+    cfg = write_config(tmp_path / "c.properties", server, server_id=unique_name.server_id(), db=dbn,
+                       jsonl=tmp_path / "o.jsonl")
+    run_cli("run", "--config", str(cfg), "--until-caught-up")
+    server.execute(f"INSERT INTO {dbn}.orders VALUES (1)")
+    server.execute("FLUSH BINARY LOGS")
+    newest = server.query("SHOW BINARY LOGS")[-1][0]
+    server.execute(f"PURGE BINARY LOGS TO '{newest}'")
+    proc = run_cli("run", "--config", str(cfg), "--until-caught-up", check=False, timeout=60)
+    assert proc.returncode == 1
+    assert "purged" in proc.stderr and "snapshot.mode=when_needed" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -556,6 +556,10 @@ class BinlogStream:
                 raise TransientError(f"binlog connection lost: {e}", "reconnecting") from None
             data = pkt._data
             if data[0] == 0xFE and len(data) < 9:
+                if self.blocking and not self._stopped:
+                    # A blocking dump never ends by itself: the server is shutting down.
+                    raise TransientError("the server ended the binlog stream (shutdown or restart?)",
+                                         "reconnecting")
                 return  # EOF: non-blocking dump reached the end
             yield data[1:cut] if cut else data[1:]
 

@@ -10,6 +10,7 @@ REPLICATION SLAVE + REPLICATION CLIENT grants, `database.server.id` not used by 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -85,15 +86,26 @@ def check_grants(cur: Any) -> None:
                             f"GRANT SELECT, RELOAD, SHOW DATABASES, {', '.join(missing)} ON *.* TO <user>")
 
 
-def check_server_id(cur: Any, server_id: int) -> None:
-    rows: list[Any] = []
+def _replica_hosts(cur: Any) -> list[Any]:
     for sql in ("SHOW REPLICA HOSTS", "SHOW SLAVE HOSTS"):
         try:
             cur.execute(sql)
-            rows = list(cur.fetchall())
-            break
+            return list(cur.fetchall())
         except pymysql.err.MySQLError:
             continue
+    return []
+
+
+def check_server_id(cur: Any, server_id: int, grace_s: float = 6.0) -> None:
+    """A replica registered with our server id is a clash, unless it goes away within
+    `grace_s`: the dump thread of this connector's own previous (killed) process lingers until
+    the server's next heartbeat write fails."""
+    deadline = time.monotonic() + grace_s
+    while True:
+        rows = [r for r in _replica_hosts(cur) if int(r[0]) == server_id]
+        if not rows or time.monotonic() >= deadline:
+            break
+        time.sleep(0.25)
     for r in rows:
         if int(r[0]) == server_id:
             raise TerminalError(f"database.server.id={server_id} is already used by another replica ({r[1]}:{r[2]})",
