@@ -163,3 +163,33 @@ def test_restart_mid_transaction(mariadb: Any, mariadb_database: str, tmp_path: 
         src.close()
         assert rest == [1, 2, 3, 4][cut:], (cut, all_recs[cut - 1].offset)
     assert start["event"] == 0
+
+
+def test_resume_by_gtid_set_ignores_a_stale_position(mariadb: Any, mariadb_database: str, tmp_path: Path,
+                                                     unique_name: Any) -> None:
+    """With GTIDs on, a restart resumes from the offset's GTID set (MariaDB slave_connect_state),
+    including the event/row skip counts inside a transaction; file/pos are only the fallback."""
+    db = mariadb_database
+    mariadb.execute(f"CREATE TABLE {db}.g (id INT PRIMARY KEY)")
+    cfg = _cfg(mariadb, tmp_path, unique_name("conn"), unique_name.server_id(),
+               **{"database.include.list": db, "max.batch.size": 1})
+    src = MySqlSource(cfg, until_caught_up=True)
+    src.open(None)
+    mariadb.execute(f"INSERT INTO {db}.g VALUES (1)")
+    with mariadb.connect(autocommit=False) as conn, conn.cursor() as cur:
+        cur.execute(f"INSERT INTO {db}.g VALUES (2), (3)")
+        cur.execute(f"INSERT INTO {db}.g VALUES (4)")
+        conn.commit()
+    recs = _drain(src)
+    src.close()
+    assert [r.key["id"] for r in recs] == [1, 2, 3, 4]
+    for cut in range(1, 4):
+        off = dict(recs[cut - 1].offset)
+        assert off["gtids"]
+        off["pos"] = 4  # a stale position: replaying from it would repeat rows
+        src = MySqlSource(cfg, until_caught_up=True)
+        src.open(off)
+        assert src._stream is not None and src._stream.gtid_set == off["gtids"]
+        rest = [r.key["id"] for r in _drain(src)]
+        src.close()
+        assert rest == [1, 2, 3, 4][cut:], (cut, off)

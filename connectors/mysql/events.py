@@ -196,8 +196,11 @@ class Translator:
                 self._tx.query = ev.query
             return
         if kind == "rotate":
+            # A GTID-started dump opens with a fake rotate to position 4 of the file it reads:
+            # the resume position must not move back inside the same file.
+            same = ev.file == self.file
             self.file = ev.file
-            self._next_pos = ev.next_pos
+            self._next_pos = max(self._next_pos, ev.next_pos) if same else ev.next_pos
             return
         if kind == "heartbeat" and self._tx is None:
             self._next_pos = max(self._next_pos, ev.next_pos) if ev.file == self.file else ev.next_pos

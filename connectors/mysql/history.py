@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-from connectors.api import BinlogPosition, TransientError
+from connectors.api import BinlogPosition, GtidSet, TransientError
 from connectors.envelope import MARIADB_SOURCE, MYSQL_SOURCE
 from connectors.mysql.ddl import TableChange
 from connectors.mysql.model import Column, Table, Tables
@@ -156,8 +156,14 @@ class DeltaSchemaHistory:
         """The table model as it was at offset `upto` (all records when None)."""
         tables = Tables(server_charset=server_charset)
         stop = BinlogPosition(str(upto["file"]), int(upto["pos"])) if upto and upto.get("file") else None
+        # With GTIDs, "at or before the offset" is GTID-set containment (a record's `gtids`
+        # include its own statement), so a stale or failed-over file/pos does not matter.
+        executed = GtidSet.parse(str(upto["gtids"])) if upto and upto.get("gtids") else None
         for r in self._rows():
-            if stop is not None and r["file"]:
+            if executed is not None and r["gtids"]:
+                if not executed.contains(GtidSet.parse(r["gtids"])):
+                    break
+            elif stop is not None and r["file"]:
                 at = BinlogPosition(r["file"], int(r["pos"] or 0))
                 # Snapshot records (event = -1) sit exactly at the offset they start streaming from.
                 if at > stop or (at == stop and r["event"] != SNAPSHOT_EVENT):

@@ -3,7 +3,47 @@
 Offsets are Debezium's (`file`, `pos`, `gtids`, `event`, `row`, `server_id`, `ts_sec`, see
 events.py). Schema: recovered from the Delta schema history up to the offset; on first start
 (no offset) the current schema of every table is captured as CREATE statements at the current
-binlog position (the `no_data` schema snapshot; data snapshots run on Spark elsewhere).
+binlog position (the `no_data` schema snapshot; data snapshots run on Spark elsewhere), and that
+position is stored at once (an empty first batch) so nothing written afterwards is missed.
+
+Batching: a batch is cut at a transaction end once `max.batch.size` records or
+`poll.interval.ms` have accumulated, before and after every schema change, and *inside* a
+transaction after any row once `max.batch.size` records are pending — its offset is then the
+transaction start plus the rows events / rows already emitted, so a 100k-row transaction never
+sits in memory and a restart resumes at the next row. Every record's `pos` equals
+`offset_key(offset just after it)`, which is what the engine compares when a sink is ahead.
+
+Resume: with GTIDs on (MariaDB always; MySQL `gtid_mode=ON`) the stream restarts from the offset's
+GTID set (the set before the interrupted transaction) — MariaDB: `SET @slave_connect_state` +
+COM_BINLOG_DUMP; MySQL: COM_BINLOG_DUMP_GTID with the encoded set — and the schema history is
+replayed by GTID containment; otherwise, and on the first start, from `file`/`pos`.
+
+Bounded mode (`--until-caught-up`): the server's position when streaming starts is the target;
+the source stops at the first transaction boundary at or past it (the dump is also non-blocking,
+so the server's EOF ends it). `--max-seconds` and SIGTERM stop at the next event boundary with
+the exact offset. A server shutdown (EOF on a blocking dump) or a dropped connection is a
+TransientError: the engine reconnects with capped exponential backoff from the stored offset.
+
+Transaction metadata (`provide.transaction.metadata`): BEGIN before a transaction's first
+emitted event and END after it on `<prefix>.transaction`, and the envelope's `transaction` block.
+The id is Debezium's: the GTID (MySQL `uuid:n`, MariaDB `domain-server-seq`), or
+`file=<file>,pos=<pos of BEGIN>` without GTIDs. Heartbeats (`heartbeat.interval.ms`) go to
+`__debezium-heartbeat.<prefix>` at transaction boundaries, running `heartbeat.action.query`
+first; they also store the position reached when only uncaptured tables change.
+
+MySQL 8.x vs MariaDB 10.x:
+  * current position: MySQL 8.4 `SHOW BINARY LOG STATUS` (8.0 and MariaDB `SHOW MASTER STATUS`;
+    MariaDB's GTID position from `@@gtid_binlog_pos`, MySQL's from `Executed_Gtid_Set`);
+  * GTIDs: MySQL interval sets `uuid:1-5` (only with `gtid_mode=ON`, purged ones in
+    `gtid_purged`), MariaDB `domain-server-seq` per domain (always present);
+  * MariaDB writes no BEGIN query event (the GTID event opens the transaction), so `thread` is
+    null for its row events; MySQL's BEGIN carries it;
+  * `include.query`: MySQL needs `binlog_rows_query_log_events=ON` (ROWS_QUERY events), MariaDB
+    `binlog_annotate_row_events=ON` (ANNOTATE_ROWS events, asked for with a dump flag);
+  * MySQL `binlog_row_value_options=PARTIAL_JSON` is refused at set-up (partial JSON updates
+    cannot be decoded), as are MariaDB compressed binlog events;
+  * replica listing for the server-id check: `SHOW REPLICAS`/`SHOW REPLICA HOSTS` (8.0.22+) or
+    `SHOW SLAVE HOSTS`.
 """
 
 from __future__ import annotations
@@ -14,7 +54,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from connectors import envelope as env
-from connectors.api import Batch, Record, TerminalError
+from connectors.api import Batch, GtidSet, Record, TerminalError
 from connectors.filters import ColumnRules, TableFilters
 from connectors.mysql import setup
 from connectors.mysql.binlog import BinlogStream, current_position
@@ -111,8 +151,21 @@ class MySqlSource:
                                       skip_unparseable=bool(src.get("schema.history.internal.skip.unparseable.ddl",
                                                                     False)),
                                       on_ddl_applied=self._ddl_applied)
-        self._stream = BinlogStream(self.settings, self.server_id, self._resolve, file=str(offset["file"]),
-                                    pos=int(offset["pos"]), heartbeat_s=max(min(self.poll_s, 1.0), 0.1),
+        # Resume by GTID set when the server has GTIDs (Debezium does the same): robust against a
+        # binlog file/position that differs after failover; file/pos is the fallback.
+        gtids = str(offset.get("gtids") or "")
+        use_gtids = bool(gtids) and not self._fresh and facts["gtid_mode"] == "ON"
+        if use_gtids:
+            log.info("resuming from GTID set %s (event %s, row %s)", gtids, offset.get("event", 0),
+                     offset.get("row", 0))
+        else:
+            log.info("resuming from %s:%s (event %s, row %s)", offset["file"], offset["pos"],
+                     offset.get("event", 0), offset.get("row", 0))
+        self._stream = BinlogStream(self.settings, self.server_id, self._resolve,
+                                    file=None if use_gtids else str(offset["file"]),
+                                    pos=None if use_gtids else int(offset["pos"]),
+                                    gtid_set=gtids if use_gtids else None,
+                                    heartbeat_s=max(min(self.poll_s, 1.0), 0.1),
                                     blocking=not self.until_caught_up)
         self._start = offset
 
@@ -349,7 +402,9 @@ class MySqlSource:
     def _schema_change(self, out: list[Record], sc: SchemaChange) -> None:
         changes: list[TableChange] = sc.result.changes
         db_charset = self.tables.db_charsets.get(sc.db)
-        self.history.record([HistoryRecord(sc.source.file, sc.source.pos, sc.gtids_before, sc.db, sc.ddl, changes,
+        # The record's GTID set includes the statement itself (see DeltaSchemaHistory.recover).
+        gtids = str(GtidSet.parse(sc.gtids_before).add(sc.source.gtid)) if sc.source.gtid else sc.gtids_before
+        self.history.record([HistoryRecord(sc.source.file, sc.source.pos, gtids, sc.db, sc.ddl, changes,
                                            server_id=sc.source.server_id, db_charset=db_charset,
                                            ts_ms=sc.source.ts_ms)])
         for key in list(self._schemas):
