@@ -238,6 +238,13 @@ def _workload(server: Any, dbname: str, n: int, stop: threading.Event) -> None:
     conn.close()
 
 
+def _peak_rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return 0
+
+
 def _count(changelog: Path) -> int:
     return len(delta_rows(changelog, ["op"])) if changelog.exists() else 0
 
@@ -299,6 +306,7 @@ def test_sigkill_inside_100k_row_transaction(mariadb: Any, mariadb_database: str
     proc = popen_cli("run", "--config", str(cfg), log=tmp_path / "run.log")
     try:
         wait_until(lambda: _count(changelog) >= 10_000, timeout=180, what="part of the transaction delivered")
+        peak_kb = _peak_rss_kb(proc.pid)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
@@ -306,6 +314,7 @@ def test_sigkill_inside_100k_row_transaction(mariadb: Any, mariadb_database: str
             proc.kill()
     at_kill = _count(changelog)
     assert 0 < at_kill < total, at_kill  # killed inside the transaction
+    assert peak_kb < 600_000, f"peak RSS {peak_kb} kB: the transaction is not streamed in bounded memory"
     run_cli("run", "--config", str(cfg), "--until-caught-up", timeout=600)
     rows = delta_rows(changelog, ["op", "key"])
     ids = [int(r["key"].split(":")[1].rstrip("}")) for r in rows]

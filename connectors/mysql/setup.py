@@ -87,7 +87,7 @@ def check_grants(cur: Any) -> None:
 
 
 def _replica_hosts(cur: Any) -> list[Any]:
-    for sql in ("SHOW REPLICA HOSTS", "SHOW SLAVE HOSTS"):
+    for sql in ("SHOW REPLICAS", "SHOW REPLICA HOSTS", "SHOW SLAVE HOSTS"):
         try:
             cur.execute(sql)
             return list(cur.fetchall())

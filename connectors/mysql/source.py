@@ -42,7 +42,8 @@ MySQL 8.x vs MariaDB 10.x:
     `binlog_annotate_row_events=ON` (ANNOTATE_ROWS events, asked for with a dump flag);
   * MySQL `binlog_row_value_options=PARTIAL_JSON` is refused at set-up (partial JSON updates
     cannot be decoded), as are MariaDB compressed binlog events;
-  * replica listing for the server-id check: `SHOW REPLICAS`/`SHOW REPLICA HOSTS` (8.0.22+) or
+  * replica listing for the server-id check: `SHOW REPLICAS` (MySQL 8.0.22+), `SHOW REPLICA HOSTS`
+    (MariaDB 10.5+) or
     `SHOW SLAVE HOSTS`.
 """
 
