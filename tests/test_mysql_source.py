@@ -193,3 +193,44 @@ def test_resume_by_gtid_set_ignores_a_stale_position(mariadb: Any, mariadb_datab
         rest = [r.key["id"] for r in _drain(src)]
         src.close()
         assert rest == [1, 2, 3, 4][cut:], (cut, off)
+
+
+def test_resume_by_file_pos_without_gtids(mariadb: Any, mariadb_database: str, tmp_path: Path,
+                                          unique_name: Any) -> None:
+    """The file/pos fallback (offsets without a GTID set, e.g. MySQL with gtid_mode=OFF) resumes
+    exactly too, with the event/row skip counts."""
+    db = mariadb_database
+    mariadb.execute(f"CREATE TABLE {db}.f (id INT PRIMARY KEY)")
+    cfg = _cfg(mariadb, tmp_path, unique_name("conn"), unique_name.server_id(),
+               **{"database.include.list": db, "max.batch.size": 1})
+    src = MySqlSource(cfg, until_caught_up=True)
+    src.open(None)
+    with mariadb.connect(autocommit=False) as conn, conn.cursor() as cur:
+        cur.execute(f"INSERT INTO {db}.f VALUES (1), (2)")
+        cur.execute(f"INSERT INTO {db}.f VALUES (3)")
+        conn.commit()
+    mariadb.execute(f"INSERT INTO {db}.f VALUES (4)")
+    recs = _drain(src)
+    src.close()
+    assert [r.key["id"] for r in recs] == [1, 2, 3, 4]
+    for cut in range(1, 4):
+        off = dict(recs[cut - 1].offset, gtids="")
+        src = MySqlSource(cfg, until_caught_up=True)
+        src.open(off)
+        assert src._stream is not None and src._stream.gtid_set is None
+        rest = [r.key["id"] for r in _drain(src)]
+        src.close()
+        assert rest == [1, 2, 3, 4][cut:], (cut, off)
+
+
+def test_transaction_ids_without_gtids() -> None:
+    """Debezium's transaction id without GTIDs: `file=<file>,pos=<position of BEGIN>`."""
+    from connectors.mysql.binlog import Event
+    from connectors.mysql.events import Translator, TxEnd
+
+    tr = Translator(Tables(), {"file": "mysql-bin.000003", "pos": 100})
+    items = list(tr.feed(Event("query", 1, 1, "mysql-bin.000003", 100, 180, query="BEGIN", thread=7)))
+    items += list(tr.feed(Event("xid", 1, 1, "mysql-bin.000003", 180, 211)))
+    ends = [i for i in items if isinstance(i, TxEnd)]
+    assert [e.txn_id for e in ends] == ["file=mysql-bin.000003,pos=100"]
+    assert ends[0].offset["pos"] == 211 and ends[0].offset["event"] == 0
