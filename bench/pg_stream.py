@@ -38,7 +38,7 @@ TIDEMARK_CONSUMERS = {
     "tidemark_jsonl": {"debezium.sink.type": "jsonl"},
 }
 ALL_CONSUMERS = [*TIDEMARK_CONSUMERS, "debezium", "psycopg2_raw"]
-PROFILED = ["tidemark_delta", "tidemark_kafka"]
+PROFILED = ["tidemark_delta", "tidemark_kafka", "tidemark_kafka_python"]
 STOPPED_RE = re.compile(r"stopped: (\d+) records in (\d+) batches, ([\d.]+)s")
 
 SCHEMA_SQL = """
