@@ -423,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shapes", default="single_row_tx,tx_1000_rows")
     ap.add_argument("--consumers", default=",".join(ALL_CONSUMERS))
     ap.add_argument("--profile", action="store_true",
-                    help="also run Tidemark delta and kafka under cProfile (own slots) and log the hotspots")
+                    help="also run Tidemark delta, kafka and kafka-python under cProfile (own slots) and log the hotspots")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs, profiles)")
     ap.add_argument("--debezium-child", nargs=4, metavar=("PROPS", "STATS", "N", "TIMEOUT"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
