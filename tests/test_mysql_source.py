@@ -35,6 +35,15 @@ def _drain(src: MySqlSource) -> list[Any]:
     return out
 
 
+def _started(mariadb: Any, tmp_path: Path, unique_name: Any, db: str, **extra: Any) -> tuple[Any, MySqlSource]:
+    """A config capturing `db` and a bounded source opened on it (fresh: schema snapshot now)."""
+    cfg = _cfg(mariadb, tmp_path, unique_name("conn"), unique_name.server_id(), **{"database.include.list": db},
+               **extra)
+    src = MySqlSource(cfg, until_caught_up=True)
+    src.open(None)
+    return cfg, src
+
+
 def test_ddl_alter_sequence() -> None:
     t = Tables()
     p = DdlParser(t)
@@ -95,9 +104,7 @@ def test_source_end_to_end_and_alter_while_down(mariadb: Any, mariadb_database: 
                                                 unique_name: Any) -> None:
     db = mariadb_database
     mariadb.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(10), ts TIMESTAMP(3) NULL)")
-    cfg = _cfg(mariadb, tmp_path, unique_name("conn"), unique_name.server_id(), **{"database.include.list": db})
-    src = MySqlSource(cfg, until_caught_up=True)
-    src.open(None)
+    cfg, src = _started(mariadb, tmp_path, unique_name, db)
     mariadb.execute(f"INSERT INTO {db}.t VALUES (1, 'a', '2020-01-02 03:04:05.5'), (2, 'b', NULL)")
     mariadb.execute(f"UPDATE {db}.t SET v = 'c' WHERE id = 1")
     mariadb.execute(f"UPDATE {db}.t SET id = 3 WHERE id = 2")
@@ -234,3 +241,51 @@ def test_transaction_ids_without_gtids() -> None:
     ends = [i for i in items if isinstance(i, TxEnd)]
     assert [e.txn_id for e in ends] == ["file=mysql-bin.000003,pos=100"]
     assert ends[0].offset["pos"] == 211 and ends[0].offset["event"] == 0
+
+
+def test_create_or_replace_is_ddl() -> None:
+    """MariaDB's CREATE OR REPLACE TABLE/DATABASE change the model; OR REPLACE of views,
+    routines and triggers are still no table DDL."""
+    from connectors.mysql.events import _NON_DDL
+
+    for sql in ("CREATE OR REPLACE TABLE t (a INT)", "create or replace  temporary table t (a int)",
+                "CREATE OR REPLACE DATABASE d", "CREATE OR REPLACE UNIQUE INDEX i ON t (a)"):
+        assert not _NON_DDL.match(sql), sql
+    for sql in ("CREATE OR REPLACE VIEW v AS SELECT 1", "CREATE OR REPLACE DEFINER=`a`@`%` VIEW v AS SELECT 1",
+                "CREATE OR REPLACE FUNCTION f() RETURNS INT RETURN 1", "CREATE OR REPLACE TRIGGER x BEFORE INSERT "
+                "ON t FOR EACH ROW SET @a = 1", "CREATE OR REPLACE PROCEDURE p() SELECT 1"):
+        assert _NON_DDL.match(sql), sql
+    t = Tables()
+    p = DdlParser(t)
+    p.apply("CREATE TABLE d.t (id INT PRIMARY KEY, a INT)", None)
+    res = p.apply("CREATE OR REPLACE TABLE d.t (id BIGINT PRIMARY KEY, b VARCHAR(5), c INT)", None)
+    assert res.kind == "create_table" and [c.type for c in res.changes] == ["CREATE"]
+    assert [(c.name, c.type_name) for c in t.get("d", "t").columns] == [("id", "BIGINT"), ("b", "VARCHAR"),
+                                                                       ("c", "INT")]
+    res = p.apply("CREATE OR REPLACE DATABASE d", None)
+    assert [(c.type, c.table) for c in res.changes] == [("DROP", "t")] and t.get("d", "t") is None
+
+
+def test_create_or_replace_table_streams_the_new_layout(mariadb: Any, mariadb_database: str, tmp_path: Path,
+                                                        unique_name: Any) -> None:
+    db = mariadb_database
+    mariadb.execute(f"CREATE TABLE {db}.r (id INT PRIMARY KEY, a VARCHAR(10))")
+    cfg, src = _started(mariadb, tmp_path, unique_name, db)
+    mariadb.execute(f"INSERT INTO {db}.r VALUES (1, 'old')")
+    mariadb.execute(f"CREATE OR REPLACE TABLE {db}.r (id BIGINT PRIMARY KEY, n INT NOT NULL, a VARCHAR(10), "
+                    f"d DATE)")
+    mariadb.execute(f"INSERT INTO {db}.r VALUES (2, 5, 'new', '2024-02-29')")
+    recs = _drain(src)
+    src.close()
+    rows = [r.value["after"] for r in recs if r.topic == f"tm.{db}.r"]
+    assert rows == [{"id": 1, "a": "old"}, {"id": 2, "n": 5, "a": "new", "d": 19782}]
+    sc = [r.value for r in recs if r.topic == "tm"]
+    assert len(sc) == 1 and sc[0]["ddl"].startswith("CREATE OR REPLACE TABLE")
+    change = sc[0]["tableChanges"][0]
+    assert change["type"] == "CREATE" and [c["name"] for c in change["table"]["columns"]] == ["id", "n", "a", "d"]
+    # The history has it too: a restart from the first offset decodes both layouts again.
+    src2 = MySqlSource(cfg, until_caught_up=True)
+    src2.open(recs[0].offset)
+    again = [r.value["after"] for r in _drain(src2) if r.topic == f"tm.{db}.r"]
+    src2.close()
+    assert again == rows[1:]

@@ -247,12 +247,15 @@ class DdlParser:
 
     def _create_db(self, st: exp.Create) -> DdlResult:
         name = st.this.name
+        changes = []
+        if st.args.get("replace"):  # MariaDB CREATE OR REPLACE DATABASE drops the old one first
+            changes = self._drop_db(st).changes
         cs = _charset_of(st.args.get("properties"))
         if cs:
             self.tables.db_charsets[name] = cs
         else:
             self.tables.db_charsets.setdefault(name, self.tables.server_charset)
-        return DdlResult([], name, "create_database")
+        return DdlResult(changes, name, "create_database")
 
     def _drop_db(self, st: exp.Drop) -> DdlResult:
         target = st.this if st.this is not None else (st.args.get("tables") or st.expressions)[0]

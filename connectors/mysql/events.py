@@ -24,9 +24,13 @@ from connectors.mysql.model import Table, Tables
 
 log = logging.getLogger(__name__)
 
+# Statements that never change a table's layout. `CREATE OR REPLACE` counts only for the
+# non-table objects (views, routines, triggers, users...): MariaDB's `CREATE OR REPLACE TABLE`,
+# `... DATABASE` and `... [UNIQUE] INDEX` go to the DDL parser like their plain forms.
 _NON_DDL = re.compile(r"(?is)^\s*(begin|commit|rollback|savepoint|release\s+savepoint|xa\s|set\s|flush\s|"
                       r"analyze\s|optimize\s|repair\s|grant\s|revoke\s|create\s+(definer|user|role|function|"
-                      r"procedure|trigger|event|view|or\s+replace)|drop\s+(user|role|function|procedure|trigger|"
+                      r"procedure|trigger|event|view|or\s+replace\s+(?!\s*(?:(?:temporary\s+)?table|database|schema|"
+                      r"(?:(?:unique|fulltext|spatial)\s+)?index)\b))|drop\s+(user|role|function|procedure|trigger|"
                       r"event|view)|alter\s+(user|event|view|function|procedure)|#|/\*)")
 
 
