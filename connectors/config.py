@@ -28,16 +28,20 @@ from pathlib import Path
 from typing import Any
 
 from connectors.api import ConfigError
+from connectors.filters import hash_algorithm, parse_key_columns
 from connectors.properties import (
     ALIASES,
     AVAILABLE_SNAPSHOT_MODES,
     CATALOG,
     CONNECTOR_CLASSES,
+    DEFAULT_ONLY,
     DEFAULT_SNAPSHOT_MODE,
     HASH_ALGORITHMS,
     HINTS,
     IGNORED,
     INCLUDE_EXCLUDE_PAIRS,
+    NO_EFFECT,
+    NOT_YET,
     PREFIX_FAMILIES,
     REQUIRED,
     SANITIZE_PATTERN,
@@ -573,6 +577,8 @@ def _build(raw: dict[str, str], server_shape: bool, path: Path | None) -> Connec
     for key in unknown_top:
         problems.append(f"unknown property '{key}'{_suggest(key, candidates)}")
 
+    not_yet = _support(source, source_text, catalog, conn_name, full, ignored, problems)
+
     # ---- server / sink / format / tidemark keys
     server: dict[str, Any] = {}
     for key, text in server_raw.items():
@@ -676,21 +682,28 @@ def _build(raw: dict[str, str], server_shape: bool, path: Path | None) -> Connec
         problems.append(f"{full('database.port')}={port} is not a TCP port (1-65535)")
     for key in list(source):
         fam = _family(key, connector)
-        if fam is None:
-            continue
-        m = fam.pattern.fullmatch(key)
-        if fam.kind in ("hash", "hash_v2") and m and m.group(1).upper() not in HASH_ALGORITHMS:
-            problems.append(
-                f"{full(key)}: unknown hash algorithm '{m.group(1)}'; use one of {', '.join(HASH_ALGORITHMS)}"
-            )
+        m = fam.pattern.fullmatch(key) if fam is not None else None
+        if fam is not None and m and fam.kind in ("hash", "hash_v2"):
+            _check(problems, hash_algorithm, m.group(1), full(key))
+    ops = source.get("skipped.operations") or []
+    if "none" in ops and len(ops) > 1:
+        problems.append(
+            f"{full('skipped.operations')}={source_text['skipped.operations']}: 'none' cannot be combined "
+            "with other operations"
+        )
+    if source.get("message.key.columns"):
+        _check(problems, parse_key_columns, source["message.key.columns"], full("message.key.columns"))
 
     if problems:
         raise ConfigError(_format(problems, where))
 
-    # ---- warnings: one for all ignored keys
+    # ---- warnings: one for all ignored keys, one for the keys of features still to come
     if ignored:
         parts = [f"{', '.join(sorted(keys))} ({reason})" for reason, keys in ignored.items()]
         warnings.append("ignoring properties Tidemark has no use for: " + "; ".join(parts))
+    if not_yet:
+        parts = [f"{', '.join(sorted(keys))} ({reason})" for reason, keys in not_yet.items()]
+        warnings.append("accepted but not used yet: " + "; ".join(parts))
     for w in warnings:
         log.warning("%s", w)
 
@@ -717,6 +730,55 @@ def _build(raw: dict[str, str], server_shape: bool, path: Path | None) -> Connec
         path=path,
         sanitize=sanitize,
     )
+
+
+def _check(problems: list[str], parse: Any, *args: Any) -> None:
+    """Run one of the connectors' own parsers now, so that its ConfigError is reported at load."""
+    try:
+        parse(*args)
+    except ConfigError as e:
+        problems.append(str(e).replace("\n  hint: ", "; "))
+
+
+def _support(
+    source: dict[str, Any],
+    source_text: dict[str, str],
+    catalog: Mapping[str, Prop],
+    connector: str,
+    full: Any,
+    ignored: dict[str, list[str]],
+    problems: list[str],
+) -> dict[str, list[str]]:
+    """Sort the connector keys the user set by what Tidemark does with them: keys without effect
+    join `ignored`, non-default values of default-only keys are problems; returns the keys of
+    features still to come (snapshots, signals, notifications) by reason."""
+    not_yet: dict[str, list[str]] = {}
+    smt: list[str] = []
+    for ck, text in source_text.items():
+        fam = _family(ck, connector)
+        if fam is not None and fam.kind == "unsupported":
+            smt.append(full(ck))
+            continue
+        reason = _ignored_reason(ck, NO_EFFECT) if ck in catalog else None
+        if reason is not None:
+            ignored.setdefault(reason, []).append(full(ck))
+            continue
+        rule = DEFAULT_ONLY.get(ck)
+        if rule is not None and ck in catalog:
+            default = catalog[ck].default
+            if source[ck] != default and source[ck] not in rule.accepted:
+                keep = "remove it" if default is None else f"remove it or set {_scalar_text(default)}"
+                problems.append(f"{full(ck)}={text.strip()}: not supported yet: {rule.missing}; {keep}")
+            continue
+        reason = _ignored_reason(ck, NOT_YET)
+        if reason is not None and (ck in catalog or fam is not None):
+            not_yet.setdefault(reason, []).append(full(ck))
+    if smt:
+        problems.append(
+            f"{', '.join(smt)}: not supported yet: Kafka Connect single message transforms and predicates "
+            "(Java classes); remove these keys and transform the records downstream"
+        )
+    return not_yet
 
 
 def _format(problems: list[str], where: str) -> str:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from connectors.api import ConfigError
+from connectors.properties import HASH_ALGORITHMS
 
 log = logging.getLogger(__name__)
 
@@ -103,8 +104,9 @@ class TableFilters:
 
 
 # --------------------------------------------------------------------------- key columns
-def parse_key_columns(value: str | None) -> list[tuple[Pattern, list[str]]]:
-    """`message.key.columns`: `<table regex>:<col>,<col>;<table regex>:<col>`."""
+def parse_key_columns(value: str | None, key: str = "message.key.columns") -> list[tuple[Pattern, list[str]]]:
+    """`message.key.columns`: `<table regex>:<col>,<col>;<table regex>:<col>`. `key` names the
+    property in errors (config validation passes the full name)."""
     out: list[tuple[Pattern, list[str]]] = []
     for part in (value or "").split(";"):
         part = part.strip()
@@ -113,12 +115,12 @@ def parse_key_columns(value: str | None) -> list[tuple[Pattern, list[str]]]:
         table, sep, cols = part.rpartition(":")
         names = [c.strip() for c in cols.split(",") if c.strip()]
         if not sep or not table or not names:
-            raise ConfigError(f"message.key.columns: cannot read {part!r}",
+            raise ConfigError(f"{key}: cannot read {part!r}",
                               "use <schema>.<table>:<column>[,<column>...] entries separated by ';'")
         try:
             out.append((re.compile(table, re.IGNORECASE), names))
         except re.error as e:
-            raise ConfigError(f"message.key.columns: invalid regular expression {table!r}: {e}") from None
+            raise ConfigError(f"{key}: invalid regular expression {table!r}: {e}") from None
     return out
 
 
@@ -151,7 +153,7 @@ class ColumnRules:
                 continue
             m = re.fullmatch(r"column\.mask\.hash\.(v2\.)?(.+?)\.with\.salt\.(.+)", key)
             if m:
-                alg = _hash_algorithm(m.group(2), key)
+                alg = hash_algorithm(m.group(2), key)
                 hashes.append((alg, m.group(3).encode(), bool(m.group(1)), compile_list(value, key)))
         return cls(trunc, mask, hashes, parse_key_columns(source.get("message.key.columns")),
                    compile_list(source.get("column.propagate.source.type")),
@@ -192,17 +194,13 @@ class ColumnRules:
         return _matches(self.propagate_columns, column_id) or _matches(self.propagate_types, type_name)
 
 
-_JAVA_DIGESTS = {"MD2": "md5", "MD5": "md5", "SHA-1": "sha1", "SHA1": "sha1", "SHA-224": "sha224",
-                 "SHA-256": "sha256", "SHA-384": "sha384", "SHA-512": "sha512",
-                 "SHA-512/224": "sha512_224", "SHA-512/256": "sha512_256", "SHA3-224": "sha3_224",
-                 "SHA3-256": "sha3_256", "SHA3-384": "sha3_384", "SHA3-512": "sha3_512"}
-
-
-def _hash_algorithm(name: str, key: str) -> str:
-    alg = _JAVA_DIGESTS.get(name.upper())
-    if alg is None or name.upper() == "MD2":
-        raise ConfigError(f"{key}: unknown hash algorithm {name!r}",
-                          "use a Java MessageDigest name: " + ", ".join(k for k in _JAVA_DIGESTS if k != "MD2"))
+def hash_algorithm(name: str, key: str) -> str:
+    """The hashlib name of a Java MessageDigest name in `column.mask.hash.<name>.with.salt.<salt>`."""
+    alg = HASH_ALGORITHMS.get(name.upper())
+    if alg is None:
+        why = "Python's hashlib has no MD2" if name.upper() == "MD2" else "not a known MessageDigest name"
+        raise ConfigError(f"{key}: unknown hash algorithm '{name}' ({why})",
+                          "use one of " + ", ".join(HASH_ALGORITHMS))
     return alg
 
 

@@ -104,7 +104,7 @@ COMMON: tuple[Prop, ...] = (
     P("event.converting.failure.handling.mode", "enum", "warn", ("fail", "skip", "warn")),
     P("event.processing.failure.handling.mode", "enum", "fail", ("fail", "ignore", "skip", "warn")),
     P("executor.shutdown.timeout.ms", "int", 4000),
-    P("extended.headers.enabled", "bool", True),
+    P("extended.headers.enabled", "bool", False),  # tidemark: no __debezium.context.* headers (Debezium: true)
     P("field.name.adjustment.mode", "enum", "none", ("avro", "avro_unicode", "none")),
     P("guardrail.collections.limit.action", "enum", "warn", ("fail", "warn")),
     P("guardrail.collections.max", "int", 0),
@@ -156,7 +156,7 @@ COMMON: tuple[Prop, ...] = (
     P("signal.kafka.topic", "str"),
     P("signal.poll.interval.ms", "int", 5000),
     P("skip.messages.without.change", "bool", False),
-    P("skipped.operations", "list", ["t"]),
+    P("skipped.operations", "list", ["t"], ("c", "u", "d", "t", "r", "none")),
     P("snapshot.delay.ms", "int", 0),
     P("snapshot.fetch.size", "int"),
     P("snapshot.include.collection.list", "regex-list"),
@@ -427,9 +427,9 @@ UNSUPPORTED_PLUGINS: frozenset[str] = frozenset(
 )
 
 HASH_ALGORITHMS: dict[str, str] = {
-    "MD2": "md2",
     "MD5": "md5",
     "SHA-1": "sha1",
+    "SHA1": "sha1",
     "SHA-224": "sha224",
     "SHA-256": "sha256",
     "SHA-384": "sha384",
@@ -441,10 +441,11 @@ HASH_ALGORITHMS: dict[str, str] = {
     "SHA3-384": "sha3_384",
     "SHA3-512": "sha3_512",
 }
-"""Java MessageDigest names accepted in `column.mask.hash.<alg>...` → hashlib names."""
+"""Java MessageDigest names accepted in `column.mask.hash.<alg>...` → hashlib names (upper-case
+keys; matched case-insensitively). Java's MD2 is left out: Python's hashlib has no MD2."""
 
 # --------------------------------------------------------------------------- prefix families
-PrefixKind = Literal["mask", "hash", "hash_v2", "truncate", "select_override", "passthrough"]
+PrefixKind = Literal["mask", "hash", "hash_v2", "truncate", "select_override", "passthrough", "unsupported"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -464,7 +465,8 @@ PREFIX_FAMILIES: tuple[PrefixFamily, ...] = (
     PrefixFamily(re.compile(r"column\.truncate\.to\.(\d+)\.chars"), "regex-list", "truncate"),
     PrefixFamily(re.compile(r"snapshot\.select\.statement\.overrides\.(.+)"), "str", "select_override"),
     PrefixFamily(re.compile(r"signal\.consumer\..+"), "str", "passthrough"),
-    PrefixFamily(re.compile(r"(?:transforms|predicates)(?:\..+)?"), "str", "passthrough"),
+    # Kafka Connect SMTs: Java classes that change the records; refused (see config._support).
+    PrefixFamily(re.compile(r"(?:transforms|predicates)(?:\..+)?"), "str", "unsupported"),
 )
 """Connector-property families whose names carry parameters."""
 
@@ -503,6 +505,113 @@ IGNORED: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"truncate\.handling\.mode"), "removed in Debezium 2.0; use skipped.operations"),
 )
 """Connector-level keys Debezium/Kafka Connect know but Tidemark has no use for → reason."""
+
+# --------------------------------------------------------------------------- support of catalog keys
+# Every catalog key is either read by the connectors, or listed in exactly one of the three tables
+# below (tests/test_config.py checks this against the source tree).
+_JDBC = "JDBC driver settings do not apply (Tidemark connects with psycopg2 / PyMySQL)"
+_JAVA = "settings of Debezium's Java runtime (executors, caches, sockets) that Tidemark does not have"
+_JMX = "JMX metrics settings; Tidemark serves Prometheus metrics with tidemark run --metrics-port"
+_NO_QUEUE = ("Tidemark has no change-event queue: a batch is read, written to every sink and "
+             "confirmed before the next is read")
+_HISTORY = "Tidemark keeps schema history in Delta"
+_ONLY_WITH = "applies only with {}, which Tidemark does not support yet"
+
+NO_EFFECT: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"max\.queue\.size(\.in\.bytes)?|queue\.provider\.type"), _NO_QUEUE),
+    (re.compile(r"database\.(jdbc\.driver|protocol|sslfactory|query\.timeout\.ms)|query\.fetch\.size"), _JDBC),
+    (
+        re.compile(r"executor\.shutdown\.timeout\.ms|memory\.management\.(schemas|tables)\.class"
+                   r"|topic\.cache\.size|use\.nongraceful\.disconnect|internal\.create\.slot\.command\.timeout"),
+        _JAVA,
+    ),
+    (re.compile(r"custom\.metric\.tags|statistics\.metrics\.enabled|internal\.advanced\.metrics\.enable"), _JMX),
+    (re.compile(r"connection\.validation\.timeout\.ms"), "Kafka Connect's configuration validation does not apply"),
+    (
+        re.compile(r"retriable\.restart\.connector\.wait\.ms|connect\.keep\.alive(\.interval\.ms)?"),
+        "Tidemark reconnects by itself with capped backoff (errors.max.retries bounds the attempts)",
+    ),
+    (
+        re.compile(r"internal\.log\.position\.check\.enable"),
+        "Tidemark always checks at start that the stored position is still on the server",
+    ),
+    (
+        re.compile(r"lsn\.flush\.timeout\.(ms|action)"),
+        "Tidemark confirms the LSN in the replication stream's status updates and never waits for it",
+    ),
+    (re.compile(r"streaming\.delay\.ms"), "Tidemark starts streaming at once (there is no snapshot to wait for)"),
+    (re.compile(r"ddl\.parser\.type"), "Tidemark parses DDL with its own parser (sqlglot)"),
+    (re.compile(r"schema\.history\.internal\.(name|prefer\.ddl)"), _HISTORY),
+    (re.compile(r"database\.server\.id\.offset"), "used only by Debezium's legacy parallel snapshot connections"),
+    (re.compile(r"gtid\.source\.filter\.dml\.events"), _ONLY_WITH.format("gtid.source.includes/excludes")),
+    (re.compile(r"guardrail\.collections\.limit\.action"), _ONLY_WITH.format("guardrail.collections.max")),
+    (re.compile(r"openlineage\.integration\.(?!enabled$).+"), _ONLY_WITH.format("openlineage.integration.enabled")),
+)
+"""Catalog keys whose value cannot change what Tidemark does → the reason. Their values are still
+type-checked; setting one gives the single "ignoring properties" warning."""
+
+
+@dataclass(frozen=True, slots=True)
+class Unsupported:
+    """A catalog key of which Tidemark implements only the default: `missing` says what a
+    non-default value would ask for."""
+
+    missing: str
+    accepted: tuple[Any, ...] = ()  # values accepted besides the catalog default
+
+
+_JAVA_CLASS = "a custom Java class (only Debezium's default is built in)"
+DEFAULT_ONLY: dict[str, Unsupported] = {
+    # Cheap to implement (candidates for the connectors' owners).
+    "database.initial.statements": Unsupported("SQL statements run on every new database connection"),
+    "skip.messages.without.change": Unsupported("dropping updates that change no captured column"),
+    "schema.name.adjustment.mode": Unsupported("Avro-safe schema names"),
+    "field.name.adjustment.mode": Unsupported("Avro-safe field names"),
+    "event.processing.failure.handling.mode": Unsupported("skipping or logging events that fail to process"),
+    "binlog.net.read.timeout": Unsupported("net_read_timeout for the binlog connection"),
+    "binlog.net.write.timeout": Unsupported("net_write_timeout for the binlog connection"),
+    "publish.via.partition.root": Unsupported("publishing partition changes under the partitioned root table"),
+    "slot.failover": Unsupported("failover replication slots (PostgreSQL 17)"),
+    "guardrail.collections.max": Unsupported("a limit on the number of captured tables"),
+    "replica.identity.autoset.values": Unsupported("setting REPLICA IDENTITY of captured tables at start"),
+    "xmin.fetch.interval.ms": Unsupported("the xmin field in the source block"),
+    "flush.lsn.source": Unsupported("leaving the slot's confirmed LSN to another process"),
+    "lsn.flush.mode": Unsupported("leaving the slot's confirmed LSN to another process", ("connector",)),
+    "include.schema.comments": Unsupported("column comments in the schemas"),
+    "extended.headers.enabled": Unsupported("the __debezium.context.* Kafka headers"),
+    "topic.heartbeat.name": Unsupported("a fixed heartbeat topic name (use topic.heartbeat.prefix)"),
+    # Behaviour Tidemark does not have.
+    "event.converting.failure.handling.mode": Unsupported("other handling of values that fail to convert"),
+    "event.deserialization.failure.handling.mode": Unsupported("skipping or logging binlog events that fail to decode"),
+    "inconsistent.schema.handling.mode": Unsupported("skipping or logging rows of tables with an unknown schema"),
+    "binlog.buffer.size": Unsupported("a look-ahead buffer for binlog transactions that end in ROLLBACK"),
+    "gtid.source.includes": Unsupported("filtering binlog events by GTID source"),
+    "gtid.source.excludes": Unsupported("filtering binlog events by GTID source"),
+    "gtid.ignore.on.recovery": Unsupported("starting although the server purged GTIDs the stored offset needs"),
+    "offset.mismatch.strategy": Unsupported("reconciling the stored offset with the slot's position"),
+    "internal.slot.seek.to.known.offset.on.start": Unsupported("moving the slot to the stored offset at start"),
+    "schema.refresh.mode": Unsupported("columns_diff_exclude_unchanged_toast schema refreshes"),
+    "slot.stream.params": Unsupported("extra logical decoding plug-in parameters"),
+    "openlineage.integration.enabled": Unsupported("OpenLineage events"),
+    "post.processors": Unsupported(f"post processors, {_JAVA_CLASS}"),
+    "topic.naming.strategy": Unsupported(f"another topic naming strategy, {_JAVA_CLASS}"),
+    "sourceinfo.struct.maker": Unsupported(f"another source block, {_JAVA_CLASS}"),
+    "transaction.metadata.factory": Unsupported(f"another transaction metadata factory, {_JAVA_CLASS}"),
+}
+"""Catalog keys of which only the default (or unset) is accepted; any other value is refused with
+"not supported yet"."""
+
+NOT_YET: tuple[tuple[re.Pattern[str], str], ...] = (
+    (
+        re.compile(r"(incremental\.|internal\.)?snapshot\.(?!mode$).+|legacy\.snapshot\.max\.threads"
+                   r"|min\.row\.count\.to\.stream\.results|read\.only"),
+        "they take effect once snapshots are available in Tidemark",
+    ),
+    (re.compile(r"signal\..+"), "they take effect once signals are available in Tidemark"),
+    (re.compile(r"notification\..+"), "they take effect once notifications are available in Tidemark"),
+)
+"""Snapshot, signal and notification keys (catalog keys and prefix families): accepted and
+type-checked, with one warning that they are not used yet."""
 
 SINK_IGNORED: tuple[tuple[re.Pattern[str], str], ...] = (
     (

@@ -13,8 +13,14 @@ from connectors.api import ConfigError
 from connectors.config import from_mapping, load, parse_properties
 from connectors.properties import (
     CATALOG,
+    DEFAULT_ONLY,
+    HASH_ALGORITHMS,
+    HINTS,
     MYSQL_AVAILABLE_SNAPSHOT_MODES,
+    NO_EFFECT,
+    NOT_YET,
     POSTGRES_AVAILABLE_SNAPSHOT_MODES,
+    Prop,
 )
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -329,7 +335,8 @@ def test_unknown_property_server_shape_suggests_full_name(tmp_path: Path) -> Non
 def test_unknown_sink_key_and_hint() -> None:
     msg = errors_of(plain(debezium__sink__jsonl__pth="x", tidemark__batch__max__events="10"))
     assert "unknown property 'debezium.sink.jsonl.pth'; did you mean 'debezium.sink.jsonl.path'?" in msg
-    assert "unknown property 'tidemark.batch.max.events'; did you mean 'max.batch.size'?" in msg
+    hint = HINTS["tidemark.batch.max.events"]
+    assert f"unknown property 'tidemark.batch.max.events'; did you mean '{hint}'?" in msg
 
 
 def test_bad_enum_value() -> None:
@@ -438,6 +445,39 @@ def test_topic_prefix_characters() -> None:
 def test_unknown_hash_algorithm() -> None:
     msg = errors_of(plain(**{"column.mask.hash.SHA-999.with.salt.x": "a.b.c"}))
     assert "unknown hash algorithm 'SHA-999'" in msg
+    # MD2 is a Java MessageDigest name, but the runtime (hashlib) has none: refused at load, with
+    # the valid names, not when the first row is masked.
+    msg = errors_of(plain(**{"column.mask.hash.v2.MD2.with.salt.x": "a.b.c"}))
+    assert "column.mask.hash.v2.MD2.with.salt.x: unknown hash algorithm 'MD2' (Python's hashlib has no MD2)" in msg
+    assert "use one of " + ", ".join(HASH_ALGORITHMS) in msg and "MD2" not in HASH_ALGORITHMS
+    assert from_mapping(plain(**{"column.mask.hash.sha-512/256.with.salt.x": "a.b.c"})).column_rules()
+
+
+def test_skipped_operations_values() -> None:
+    msg = errors_of(plain(skipped__operations="c,update"))
+    assert "skipped.operations=c,update: update is not one of c, u, d, t, r, none" in msg
+    msg = errors_of(plain(skipped__operations="none,d"))
+    assert "skipped.operations=none,d: 'none' cannot be combined with other operations" in msg
+    assert from_mapping(plain(skipped__operations="c, U")).source["skipped.operations"] == ["c", "u"]
+    assert from_mapping(plain(skipped__operations="none")).source["skipped.operations"] == ["none"]
+
+
+@pytest.mark.parametrize(
+    "value", ["public.orders", "public.orders:", ":id", "public.orders:id;bad", "public.(orders:id"]
+)
+def test_message_key_columns_checked_at_load(value: str, tmp_path: Path) -> None:
+    path = write(tmp_path, "pg.properties", PG_SERVER + f"debezium.source.message.key.columns={value}\n")
+    with pytest.raises(ConfigError) as ei:
+        load(path)
+    msg = str(ei.value)
+    assert "debezium.source.message.key.columns: " in msg
+    assert ("cannot read" in msg and "use <schema>.<table>:<column>[,<column>...] entries separated by ';'" in msg
+            or "invalid regular expression" in msg)
+
+
+def test_message_key_columns_valid() -> None:
+    cfg = from_mapping(plain(message__key__columns="public.orders:id,sku; (.*).items:item_id"))
+    assert cfg.source["message.key.columns"] == "public.orders:id,sku; (.*).items:item_id"
 
 
 # --------------------------------------------------------------------------- ignored keys
@@ -496,6 +536,139 @@ def test_errors_max_retries_is_not_ignored() -> None:
     assert cfg.source["errors.max.retries"] == 3 and cfg.warnings == []
 
 
+# --------------------------------------------------------------------------- what Tidemark does with each key
+# Catalog keys the connectors read through composed names (f"{family}.include.list", ...).
+READ_INDIRECTLY = {
+    f"{family}.{kind}.list" for family in ("schema", "table", "column", "database") for kind in ("include", "exclude")
+} | {f"database.{k}" for k in ("sslcert", "sslkey", "sslpassword", "sslrootcert")}
+# MySQL TLS settings: being implemented in connectors/mysql (accepted meanwhile).
+IN_PROGRESS = {"database.ssl.mode", "database.ssl.keystore", "database.ssl.keystore.password",
+               "database.ssl.truststore", "database.ssl.truststore.password"}
+
+
+def _read_by_code() -> set[str]:
+    root = Path(__file__).resolve().parent.parent / "connectors"
+    text = "\n".join(p.read_text() for p in root.rglob("*.py") if p.name != "properties.py")
+    names = {k for cat in CATALOG.values() for k in cat}
+    return {k for k in names if f'"{k}"' in text or f"'{k}'" in text}
+
+
+def test_every_catalog_key_is_read_or_classified() -> None:
+    """A key accepted silently must be one some code reads; every other key is ignored with a
+    warning, limited to its default, or waits for snapshots/signals/notifications."""
+    read = _read_by_code() | READ_INDIRECTLY | IN_PROGRESS
+    silent = []
+    for name in sorted({k for cat in CATALOG.values() for k in cat}):
+        classified = (
+            name in DEFAULT_ONLY
+            or any(p.fullmatch(name) for p, _ in NO_EFFECT)
+            or any(p.fullmatch(name) for p, _ in NOT_YET)
+        )
+        if not classified and name not in read:
+            silent.append(name)
+    assert silent == []
+
+
+def _other_value(prop: Prop) -> str:
+    if prop.type == "bool":
+        return "false" if prop.default else "true"
+    if prop.type == "int":
+        return str((prop.default or 0) + 7)
+    if prop.type == "enum":
+        return next(c for c in prop.choices if c != prop.default and c not in DEFAULT_ONLY[prop.name].accepted)
+    return "x.y.Z"
+
+
+DEFAULT_ONLY_CASES = [(name, conn) for name in sorted(DEFAULT_ONLY) for conn in ("postgres", "mysql")
+                      if name in CATALOG[conn]]
+
+
+def _base(connector: str) -> dict[str, str]:
+    if connector == "postgres":
+        return dict(PG_PLAIN)
+    return {"connector.class": "mysql", "database.hostname": "h", "database.user": "u", "topic.prefix": "m",
+            "snapshot.mode": "no_data", "debezium.sink.type": "delta"}
+
+
+@pytest.mark.parametrize(("name", "connector"), DEFAULT_ONLY_CASES)
+def test_default_only_keys(name: str, connector: str) -> None:
+    prop = CATALOG[connector][name]
+    value = _other_value(prop)
+    msg = errors_of({**_base(connector), name: value})
+    assert f"{name}={value}: not supported yet: {DEFAULT_ONLY[name].missing}; remove it" in msg
+    if prop.default is not None:  # Debezium's default, stated explicitly, is accepted silently
+        text = ",".join(prop.default) if isinstance(prop.default, list) else config._scalar_text(prop.default)
+        cfg = from_mapping({**_base(connector), name: text})
+        assert cfg.warnings == [] and cfg.source[name] == prop.default
+
+
+def test_default_only_messages() -> None:
+    msg = errors_of(plain(skip__messages__without__change="true", database__initial__statements="SET x=1",
+                          extended__headers__enabled="true"))
+    assert ("skip.messages.without.change=true: not supported yet: dropping updates that change no captured "
+            "column; remove it or set false") in msg
+    assert ("database.initial.statements=SET x=1: not supported yet: SQL statements run on every new database "
+            "connection; remove it") in msg
+    assert "extended.headers.enabled=true: not supported yet: the __debezium.context.* Kafka headers" in msg
+    assert from_mapping(plain(lsn__flush__mode="connector")).warnings == []
+
+
+def test_no_effect_keys_one_warning(caplog: pytest.LogCaptureFixture) -> None:
+    flat = plain(max__queue__size="10000", max__queue__size__in__bytes="0", database__query__timeout__ms="5",
+                 statistics__metrics__enabled="false", retriable__restart__connector__wait__ms="1",
+                 lsn__flush__timeout__action="warn", streaming__delay__ms="1000")
+    with caplog.at_level(logging.WARNING, logger="connectors.config"):
+        cfg = from_mapping(flat)
+    assert len(cfg.warnings) == 1 and cfg.warnings[0].startswith("ignoring properties Tidemark has no use for: ")
+    w = cfg.warnings[0]
+    assert "max.queue.size, max.queue.size.in.bytes (Tidemark has no change-event queue" in w
+    assert "database.query.timeout.ms (JDBC driver settings do not apply" in w
+    assert "statistics.metrics.enabled (JMX metrics settings" in w
+    assert "retriable.restart.connector.wait.ms (Tidemark reconnects by itself" in w
+    assert "lsn.flush.timeout.action (Tidemark confirms the LSN" in w
+    assert "streaming.delay.ms (" in w
+    assert len([r for r in caplog.records if r.getMessage().startswith("ignoring")]) == 1
+    # still type-checked, and Debezium's queue/batch rule still holds
+    assert "max.queue.size=lots is not an integer" in errors_of(plain(max__queue__size="lots"))
+    my = from_mapping({**_base("mysql"), "connect.keep.alive": "false", "ddl.parser.type": "legacy"})
+    assert "connect.keep.alive (Tidemark reconnects by itself" in my.warnings[0]
+    assert "ddl.parser.type (Tidemark parses DDL with its own parser" in my.warnings[0]
+
+
+def test_snapshot_signal_notification_keys_not_yet(tmp_path: Path) -> None:
+    extra = (
+        "debezium.source.snapshot.fetch.size=100\n"
+        "debezium.source.incremental.snapshot.chunk.size=512\n"
+        "debezium.source.snapshot.select.statement.overrides.public.c=SELECT * FROM public.c\n"
+        "debezium.source.signal.data.collection=public.signals\n"
+        "debezium.source.signal.consumer.security.protocol=SSL\n"
+        "debezium.source.notification.enabled.channels=sink\n"
+        "debezium.source.tasks.max=1\n"
+    )
+    cfg = load(write(tmp_path, "pg.properties", PG_SERVER + extra))
+    assert len(cfg.warnings) == 2
+    ignoring, later = cfg.warnings
+    assert ignoring.startswith("ignoring properties") and "tasks.max" in ignoring and "snapshot" not in ignoring
+    assert later.startswith("accepted but not used yet: ")
+    assert ("debezium.source.incremental.snapshot.chunk.size, debezium.source.snapshot.fetch.size, "
+            "debezium.source.snapshot.select.statement.overrides.public.c (they take effect once snapshots are "
+            "available in Tidemark)") in later
+    assert ("debezium.source.signal.consumer.security.protocol, debezium.source.signal.data.collection (they "
+            "take effect once signals are available in Tidemark)") in later
+    assert "debezium.source.notification.enabled.channels (they take effect once notifications" in later
+    assert cfg.source["snapshot.fetch.size"] == 100
+    assert "snapshot.fetch.size=many is not an integer" in errors_of(plain(snapshot__fetch__size="many"))
+    # snapshot.mode itself is checked, not deferred
+    assert from_mapping(plain(snapshot__mode="never")).warnings == []
+
+
+def test_transforms_refused() -> None:
+    msg = errors_of(plain(transforms="unwrap", transforms__unwrap__type="io.debezium.transforms.ExtractNewRecordState"))
+    assert ("transforms, transforms.unwrap.type: not supported yet: Kafka Connect single message transforms and "
+            "predicates (Java classes)") in msg
+    assert msg.count("not supported yet") == 1
+
+
 # --------------------------------------------------------------------------- prefix families and helpers
 def test_prefix_families_and_column_rules() -> None:
     cfg = from_mapping(
@@ -508,8 +681,6 @@ def test_prefix_families_and_column_rules() -> None:
                 "snapshot.select.statement.overrides": "public.c",
                 "snapshot.select.statement.overrides.public.c": "SELECT * FROM public.c WHERE id > 10",
                 "signal.consumer.security.protocol": "SSL",
-                "transforms": "unwrap",
-                "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
             }
         )
     )
@@ -526,7 +697,6 @@ def test_prefix_families_and_column_rules() -> None:
     assert [p.pattern for p in hash_rule.patterns] == [r"\A(?:public.c.email)\Z", r"\A(?:public.c.phone)\Z"]
     assert cfg.select_overrides() == {"public.c": "SELECT * FROM public.c WHERE id > 10"}
     assert cfg.source["signal.consumer.security.protocol"] == "SSL"
-    assert cfg.source["transforms.unwrap.type"] == "io.debezium.transforms.ExtractNewRecordState"
 
 
 def test_regexes_are_anchored_and_case_insensitive() -> None:
