@@ -633,6 +633,7 @@ SERVER_PROPERTIES: dict[str, Prop] = {
         P("debezium.sink.type", "list", None, SINK_TYPES),
         P("debezium.sink.kafka.client", "enum", "confluent", ("confluent", "kafka-python")),
         P("debezium.sink.jsonl.path", "str"),
+        P("debezium.sink.delta.table.path", "str"),  # default <warehouse>/<topic.prefix>/changelog
         P("debezium.sink.kafka.topic.creation.enable", "bool", True),
         P("debezium.sink.kafka.topic.creation.partitions", "int", -1),
         P("debezium.sink.kafka.topic.creation.replication.factor", "int", -1),
@@ -646,8 +647,12 @@ SERVER_PROPERTIES: dict[str, Prop] = {
 }
 """Debezium Server sink/format keys and Tidemark's own keys (full names)."""
 
-SERVER_PREFIXES: tuple[tuple[str, PropType], ...] = (("debezium.sink.kafka.producer.", "str"),)
-"""Families of full keys accepted as pass-through strings (any Kafka producer setting)."""
+SERVER_PREFIXES: tuple[tuple[str, PropType], ...] = (
+    ("debezium.sink.kafka.producer.", "str"),
+    ("debezium.sink.delta.storage.", "str"),  # delta-rs storage options; values are secrets
+)
+"""Families of full keys accepted as pass-through strings (any Kafka producer setting, any
+delta-rs storage option)."""
 
 HINTS: dict[str, str] = {
     "tidemark.batch.max.events": "max.batch.size",
@@ -658,7 +663,10 @@ HINTS: dict[str, str] = {
 
 SANITIZE_PATTERN = re.compile(
     r".*password$|.*secret$|.*sasl\.jaas\.config$|.*basic\.auth\.user\.info.*|.*ssl.*key.*password.*"
-    r"|.*registry\.auth\.client-secret$|.*credentials\.json$|.*connectionstring$|.*connection\.string$",
+    r"|.*registry\.auth\.client-secret$|.*credentials\.json$|.*connectionstring$|.*connection\.string$"
+    r"|debezium\.sink\.delta\.storage\..+",
     re.IGNORECASE,
 )
-"""Keys whose values are secrets (Debezium's custom.sanitize.pattern default, plus SSL key passwords)."""
+"""Keys whose values are secrets (Debezium's custom.sanitize.pattern default, plus SSL key passwords
+and every delta-rs storage option: access keys, SAS tokens and service-account JSON hide under
+many names, so all of them are masked)."""

@@ -747,6 +747,40 @@ def test_redaction_and_repr(caplog: pytest.LogCaptureFixture) -> None:
         assert secret not in caplog.text
 
 
+def test_delta_sink_keys(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from connectors.sinks.delta import DeltaChangeLogSink
+
+    table = tmp_path / "cl"
+    flat = plain(
+        debezium__sink__type="delta",
+        **{
+            "debezium.sink.delta.table.path": str(table),
+            "debezium.sink.delta.storage.AWS_SECRET_ACCESS_KEY": "s3cr3tkey",
+            "debezium.sink.delta.storage.azure_storage_sas_token": "sv=2024&sig=abc",
+            "debezium.sink.delta.storage.allow_http": "true",
+        },
+    )
+    with caplog.at_level(logging.DEBUG):
+        cfg = from_mapping(flat)
+    assert cfg.warnings == []
+    assert cfg.sink["delta.table.path"] == str(table)
+    assert cfg.sink["delta.storage.AWS_SECRET_ACCESS_KEY"] == "s3cr3tkey"
+    red = cfg.redacted()
+    for key in ("AWS_SECRET_ACCESS_KEY", "azure_storage_sas_token", "allow_http"):
+        assert red[f"debezium.sink.delta.storage.{key}"] == "********"
+    assert red["debezium.sink.delta.table.path"] == str(table)
+    for secret in ("s3cr3tkey", "sig=abc"):
+        assert secret not in repr(cfg) and secret not in caplog.text
+    # the Delta sink reads both: the table location and its storage options
+    sink = DeltaChangeLogSink.from_config(cfg)
+    assert sink.table_uri == str(table)
+    assert sink._storage == {"AWS_SECRET_ACCESS_KEY": "s3cr3tkey", "azure_storage_sas_token": "sv=2024&sig=abc",
+                             "allow_http": "true"}
+    # a storage option next to an invalid key: the error names keys, never storage values
+    msg = errors_of({**flat, "debezium.sink.delta.tabel.path": "x"})
+    assert "did you mean 'debezium.sink.delta.table.path'" in msg and "s3cr3tkey" not in msg
+
+
 def test_password_not_in_error_message() -> None:
     msg = errors_of(plain(databse__password="hunter2x"))
     assert "hunter2" not in msg
