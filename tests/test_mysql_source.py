@@ -289,3 +289,103 @@ def test_create_or_replace_table_streams_the_new_layout(mariadb: Any, mariadb_da
     again = [r.value["after"] for r in _drain(src2) if r.topic == f"tm.{db}.r"]
     src2.close()
     assert again == rows[1:]
+
+
+def test_alter_forms_sqlglot_does_not_parse() -> None:
+    """CONVERT TO CHARACTER SET, ADD COLUMN (a, b), MariaDB's IF [NOT] EXISTS / ONLINE / WAIT,
+    table options and no-op maintenance actions update the model; anything that could change
+    the row layout and is not understood is reported with the action's text."""
+    t = Tables()
+    p = DdlParser(t)
+    p.apply("CREATE DATABASE d CHARACTER SET latin1", None)
+    p.apply("CREATE TABLE t (id INT PRIMARY KEY, a VARCHAR(5), b TEXT, e ENUM('x'), n INT)", "d")
+
+    def cols() -> list[tuple[str, str, str | None]]:
+        return [(c.name, c.type_name, c.charset) for c in t.get("d", "t").columns]
+
+    p.apply("ALTER TABLE t CONVERT TO CHARACTER SET utf8mb4 COLLATE utf8mb4_bin", "d")
+    assert cols() == [("id", "INT", None), ("a", "VARCHAR", "utf8mb4"), ("b", "TEXT", "utf8mb4"),
+                      ("e", "ENUM", "utf8mb4"), ("n", "INT", None)]
+    assert t.get("d", "t").default_charset == "utf8mb4"
+    p.apply("ALTER TABLE t ADD COLUMN (c1 INT NOT NULL, c2 VARCHAR(4) COMMENT 'x, y'), ADD (c3 BIGINT)", "d")
+    assert cols()[-3:] == [("c1", "INT", None), ("c2", "VARCHAR", "utf8mb4"), ("c3", "BIGINT", None)]
+    assert not t.get("d", "t").column("c1").optional
+    p.apply("ALTER TABLE t DEFAULT CHARSET=latin1, ADD COLUMN c4 TEXT", "d")
+    assert cols()[-1] == ("c4", "TEXT", "latin1") and cols()[1] == ("a", "VARCHAR", "utf8mb4")
+    p.apply("ALTER ONLINE TABLE t WAIT 5 ADD COLUMN IF NOT EXISTS n INT, DROP COLUMN IF EXISTS zz, "
+            "MODIFY COLUMN IF EXISTS zz INT, CHANGE IF EXISTS c3 c3b INT UNSIGNED", "d")
+    assert [c[0] for c in cols()].count("n") == 1 and cols()[-2] == ("c3b", "INT UNSIGNED", None)
+    before = cols()
+    for noop in ("ALTER TABLE t ENGINE=InnoDB ROW_FORMAT=DYNAMIC", "ALTER TABLE t FORCE", "ALTER TABLE t DISABLE KEYS",
+                 "ALTER TABLE t PARTITION BY HASH(id) PARTITIONS 4", "ALTER TABLE t REMOVE PARTITIONING",
+                 "ALTER TABLE t ADD CONSTRAINT ck CHECK (n > 0)", "ALTER TABLE t ADD INDEX IF NOT EXISTS i (a)",
+                 "ALTER TABLE t DROP INDEX i, DROP FOREIGN KEY fk", "ALTER TABLE t RENAME KEY i TO j",
+                 "ALTER TABLE t AUTO_INCREMENT=5, ALGORITHM=INPLACE, LOCK=NONE", "ALTER TABLE t ORDER BY n"):
+        assert p.apply(noop, "d").kind == "alter_table", noop
+        assert cols() == before, noop
+    p.apply("ALTER TABLE t COMMENT 'hello'", "d")
+    assert t.get("d", "t").comment == "hello"
+    for bad, action in (("ALTER TABLE t ADD SYSTEM VERSIONING", "ADD SYSTEM VERSIONING"),
+                        ("ALTER TABLE t ADD COLUMN q INT, FROBNICATE x", "FROBNICATE x")):
+        with pytest.raises(UnparseableDdl, match=f"ALTER TABLE action not understood: {action}"):
+            p.apply(bad, "d")
+    assert cols() == before  # a refused statement changes nothing
+
+
+def test_unique_key_is_the_message_key_without_a_primary_key() -> None:
+    """Debezium (MySqlAntlrDdlParser.parseUniqueIndexColumnNames): a table without a primary key
+    takes its first UNIQUE key whose columns are all NOT NULL as the key; a column's own UNIQUE
+    takes that column; a later PRIMARY KEY replaces it."""
+    t = Tables()
+    p = DdlParser(t)
+
+    def key(table: str) -> list[str]:
+        return t.get("d", table).primary_key
+
+    p.apply("CREATE TABLE u1 (a INT NOT NULL, b INT, c INT NOT NULL, UNIQUE KEY ub (b), KEY kc (c), "
+            "UNIQUE KEY uac (a, c(4)))", "d")
+    assert key("u1") == ["a", "c"]
+    p.apply("CREATE TABLE u2 (a INT NOT NULL, id INT NOT NULL, UNIQUE KEY ua (a), PRIMARY KEY (id))", "d")
+    assert key("u2") == ["id"]
+    p.apply("CREATE TABLE u3 (a INT UNIQUE, b INT NOT NULL, CONSTRAINT ub UNIQUE (b))", "d")
+    assert key("u3") == ["a"]
+    p.apply("CREATE TABLE u4 (a INT NULL, UNIQUE KEY ua (a))", "d")
+    assert key("u4") == []
+    p.apply("CREATE TABLE u5 (a INT NOT NULL, b INT NOT NULL)", "d")
+    res = p.apply("CREATE UNIQUE INDEX ub ON u5 (b)", "d")
+    assert key("u5") == ["b"] and [(c.type, c.table) for c in res.changes] == [("ALTER", "u5")]
+    assert p.apply("CREATE UNIQUE INDEX ua ON u5 (a)", "d").kind == "ignored" and key("u5") == ["b"]
+    p.apply("ALTER TABLE u4 MODIFY a INT NOT NULL, ADD COLUMN z INT", "d")
+    p.apply("ALTER TABLE u4 ADD CONSTRAINT uz UNIQUE (z), ADD UNIQUE KEY IF NOT EXISTS ua2 (a)", "d")
+    assert key("u4") == ["a"]
+    p.apply("ALTER TABLE u4 ADD PRIMARY KEY (z)", "d")
+    assert key("u4") == ["z"]
+    p.apply("CREATE TABLE u6 (s SERIAL, v INT)", "d")
+    assert key("u6") == ["s"]
+    # SHOW CREATE TABLE form (snapshot)
+    p.apply("CREATE TABLE `u7` (\n  `code` varchar(8) NOT NULL,\n  `v` int(11) DEFAULT NULL,\n"
+            "  UNIQUE KEY `code` (`code`)\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4", "d")
+    assert key("u7") == ["code"]
+
+
+def test_unique_key_convert_and_column_list_end_to_end(mariadb: Any, mariadb_database: str, tmp_path: Path,
+                                                       unique_name: Any) -> None:
+    db = mariadb_database
+    mariadb.execute(f"CREATE TABLE {db}.k (code VARCHAR(8) NOT NULL, note VARCHAR(20), UNIQUE KEY (code)) "
+                    f"DEFAULT CHARSET=latin1")
+    cfg, src = _started(mariadb, tmp_path, unique_name, db)
+    mariadb.execute(f"INSERT INTO {db}.k VALUES ('a1', 'caf\u00e9')")
+    mariadb.execute(f"ALTER TABLE {db}.k CONVERT TO CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+    mariadb.execute(f"ALTER TABLE {db}.k ADD COLUMN (n INT NOT NULL DEFAULT 3, m BIGINT)")
+    mariadb.execute(f"INSERT INTO {db}.k VALUES ('b2', '\u4e2d\U0001f600', 4, 5)")
+    recs = _drain(src)
+    src.close()
+    data = [r for r in recs if r.topic == f"tm.{db}.k"]
+    assert [r.key for r in data] == [{"code": "a1"}, {"code": "b2"}]
+    assert data[0].key_schema.to_json()["fields"] == [{"field": "code", "type": "string", "optional": False}]
+    assert [r.value["after"] for r in data] == [{"code": "a1", "note": "caf\u00e9"},
+                                                {"code": "b2", "note": "\u4e2d\U0001f600", "n": 4, "m": 5}]
+    changes = [r.value["tableChanges"][0]["table"] for r in recs if r.topic == "tm"]
+    assert [c["defaultCharsetName"] for c in changes] == ["utf8mb4", "utf8mb4"]
+    assert changes[-1]["primaryKeyColumnNames"] == ["code"]
+    assert [c["name"] for c in changes[-1]["columns"]] == ["code", "note", "n", "m"]

@@ -7,7 +7,13 @@ text, and spatial/`NATIONAL`/`LONG VARCHAR` types are rewritten only in the copy
 
 `DdlParser.apply(sql, current_db)` mutates a `Tables` model and returns the `TableChange`s it
 made; statements sqlglot cannot parse raise `UnparseableDdl` (the caller applies
-`schema.history.internal.skip.unparseable.ddl`).
+`schema.history.internal.skip.unparseable.ddl`). ALTER TABLE goes through `alterprep` first
+(forms sqlglot cannot parse: CONVERT TO CHARACTER SET, ADD COLUMN (a, b), MariaDB IF [NOT]
+EXISTS...); an ALTER action that is not understood is reported, never skipped silently.
+
+Keys as Debezium keeps them: the PRIMARY KEY, else the first UNIQUE key whose columns are all
+NOT NULL (a column's own UNIQUE / SERIAL counts whatever its nullability) — it becomes the
+table's `primaryKeyColumnNames` and so the message key.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import TokenType
 
 from connectors.mysql import model
+from connectors.mysql.alterprep import AlterParts, split_alter
 from connectors.mysql.model import Column, Table, Tables
 
 log = logging.getLogger(__name__)
@@ -193,6 +200,9 @@ class DdlParser:
         m = re.match(r"(?is)^rename\s+tables?\s+(.*)$", text)
         if m:
             return self._rename_tables(m.group(1), current_db)
+        parts = split_alter(text) if re.match(r"(?is)^alter\s", text) else None
+        if parts is not None:
+            return self._alter(parts, text, current_db)
         prepared = _prepare(text)
         try:
             stmts = sqlglot.parse(prepared, read="mysql")
@@ -212,6 +222,8 @@ class DdlParser:
                 return self._create_db(st)
             if kind == "TABLE":
                 return self._create_table(st, current_db, types)
+            if kind == "INDEX" and st.args.get("unique"):
+                return self._create_unique_index(st, current_db)
             return DdlResult([], current_db, "ignored")
         if isinstance(st, exp.Drop):
             kind = (st.args.get("kind") or "").upper()
@@ -220,10 +232,6 @@ class DdlParser:
             if kind == "TABLE":
                 return self._drop_tables(st, current_db)
             return DdlResult([], current_db, "ignored")
-        if isinstance(st, exp.Alter):
-            if (st.args.get("kind") or "").upper() != "TABLE":
-                return DdlResult([], current_db, "ignored")
-            return self._alter(st, current_db, types)
         if isinstance(st, exp.TruncateTable):
             ids = [self._tid(t, current_db) for t in st.expressions]
             return DdlResult([], ids[0][0] if ids else current_db, "truncate", truncated=ids)
@@ -297,20 +305,16 @@ class DdlParser:
             raise UnparseableDdl(st.sql("mysql"), "CREATE TABLE without a column list")
         charset = _charset_of(props) or self._db_charset(db)
         table = Table(db, name, default_charset=charset, comment=_comment_of(props))
-        pk: list[str] = []
         for e in target.expressions:
             if isinstance(e, exp.ColumnDef):
-                col, is_pk = self._column(e, types, charset, len(table.columns) + 1)
+                col, key = self._column(e, types, charset, len(table.columns) + 1)
                 table.columns.append(col)
-                if is_pk:
-                    pk.append(col.name)
-            elif isinstance(e, exp.PrimaryKey):
-                pk = _pk_names(e)
-            elif isinstance(e, exp.Constraint):
-                for k in e.expressions:
-                    if isinstance(k, exp.PrimaryKey):
-                        pk = _pk_names(k)
-        _set_pk(table, pk)
+                if key == "primary":
+                    _set_pk(table, [col.name])
+                elif key == "unique" and not table.primary_key:
+                    table.primary_key = [col.name]  # Debezium: a column's UNIQUE, whatever its nullability
+            else:
+                _apply_key(table, e)
         self.tables.put(table)
         return DdlResult([TableChange("CREATE", db, name, table)], db, "create_table")
 
@@ -342,78 +346,18 @@ class DdlParser:
             changes.append(TableChange("ALTER", ndb, nname, table, old_table=oname if odb == ndb else None))
         return DdlResult(changes, db, "rename_table")
 
-    def _alter(self, st: exp.Alter, current_db: str | None, types: dict[str, list[str]]) -> DdlResult:
-        db, name = self._tid(st.this, current_db)
-        table = self.tables.get(db, name)
-        if table is None:
+    def _alter(self, parts: AlterParts, text: str, current_db: str | None) -> DdlResult:
+        db, name = _split_id(parts.head[len("ALTER TABLE "):], current_db)
+        current = self.tables.get(db, name)
+        if current is None:
             log.debug("ALTER TABLE %s.%s: table not in the model, ignored", db, name)
             return DdlResult([], db, "alter_table")
-        table = Table.from_dict(table.to_dict())
-        charset = table.default_charset or self._db_charset(db)
-        new_name = None
-        for act in st.args.get("actions") or []:
-            if isinstance(act, exp.ColumnDef):
-                col, is_pk = self._column(act, types, charset, 0)
-                _insert(table, col, act.args.get("position"))
-                if is_pk:
-                    _set_pk(table, [col.name])
-            elif isinstance(act, exp.ModifyColumn):
-                cd = act.this
-                old = act.args.get("rename_from")
-                old_name = old.name if old is not None else cd.name
-                existing = table.column(old_name)
-                col, is_pk = self._column(cd, types, charset, 0)
-                if existing is None:
-                    raise UnparseableDdl(st.sql("mysql"), f"unknown column {old_name!r} in {db}.{name}")
-                idx = table.columns.index(existing)
-                pos = cd.args.get("position")
-                if pos is None:
-                    table.columns[idx] = col
-                else:
-                    table.columns.pop(idx)
-                    _insert(table, col, pos)
-                table.primary_key = [col.name if k.lower() == old_name.lower() else k for k in table.primary_key]
-                if col.name in table.primary_key:
-                    col.optional = False
-                if is_pk:
-                    _set_pk(table, [col.name])
-            elif isinstance(act, exp.RenameColumn):
-                c = table.column(act.this.name)
-                if c is not None:
-                    old = c.name
-                    c.name = act.args["to"].name
-                    table.primary_key = [c.name if k == old else k for k in table.primary_key]
-            elif isinstance(act, exp.Drop) and (act.args.get("kind") or "").upper() == "COLUMN":
-                for c in act.args.get("tables") or act.expressions or []:
-                    col = table.column(c.name)
-                    if col is not None:
-                        table.columns.remove(col)
-                        table.primary_key = [k for k in table.primary_key if k.lower() != col.name.lower()]
-            elif isinstance(act, exp.AddConstraint):
-                for k in act.expressions:
-                    if isinstance(k, exp.PrimaryKey):
-                        _set_pk(table, _pk_names(k))
-                    elif isinstance(k, exp.Constraint):
-                        for kk in k.expressions:
-                            if isinstance(kk, exp.PrimaryKey):
-                                _set_pk(table, _pk_names(kk))
-            elif isinstance(act, exp.DropPrimaryKey):
-                table.primary_key = []
-            elif isinstance(act, exp.AlterRename):
-                ndb, nname = self._tid(act.this, db)
-                new_name = (ndb, nname)
-            elif isinstance(act, exp.AlterColumn):
-                c = table.column(act.this.name)
-                if c is not None:
-                    if act.args.get("drop"):
-                        c.has_default, c.default, c.default_is_expr = False, None, False
-                    elif act.args.get("default") is not None:
-                        c.has_default = True
-                        c.default, c.default_is_expr = _default_text(act.args["default"])
-            else:
-                cs = _charset_of(act) if isinstance(act, (exp.Properties, exp.Property)) else None
-                if cs:
-                    table.default_charset = cs
+        st = self._parse_alter(parts, text) if parts.sql else None
+        table = Table.from_dict(current.to_dict())
+        new_name = self._alter_actions(st, table, text, parts.if_exists) if st is not None else None
+        if parts.convert is not None:
+            _convert_charset(table, parts.convert[0] or _collation_charset(parts.convert[1])
+                             or self._db_charset(db))
         old_name = None
         if new_name is not None and new_name != (db, name):
             self.tables.drop(db, name)
@@ -423,8 +367,116 @@ class DdlParser:
         self.tables.put(table)
         return DdlResult([TableChange("ALTER", db, name, table, old_table=old_name)], db, "alter_table")
 
+    @staticmethod
+    def _parse_alter(parts: AlterParts, text: str) -> exp.Alter:
+        """sqlglot's tree of the rewritten statement; an action it cannot parse is named."""
+        def parse(sql: str) -> exp.Expression | None:
+            try:
+                return sqlglot.parse_one(_prepare(sql), read="mysql")
+            except (ParseError, TokenError):
+                return None
+        st = parse(parts.sql)
+        if isinstance(st, exp.Alter):
+            return st
+        bad = next((a for a in parts.actions if not isinstance(parse(f"{parts.head} {a}"), exp.Alter)),
+                   parts.sql)
+        raise UnparseableDdl(text, f"ALTER TABLE action not understood: {bad[:200]}")
+
+    def _alter_actions(self, st: exp.Alter, table: Table, text: str,
+                       if_exists: set[str]) -> tuple[str, str] | None:
+        """Apply each action to `table`; return the new (db, name) of a RENAME. Actions that
+        could change the row layout but are not understood raise UnparseableDdl, so the model
+        never silently goes stale."""
+        types = _scan_type_names(text)
+        _table_options(table, st.args.get("options") or [])  # before the actions: new columns take its charset
+        charset = table.default_charset or self._db_charset(table.db)
+        new_name = None
+        for act in st.args.get("actions") or []:
+            if isinstance(act, exp.ColumnDef):
+                col, key = self._column(act, types, charset, 0)
+                if act.args.get("exists") and table.column(col.name) is not None:
+                    continue  # MariaDB ADD COLUMN IF NOT EXISTS of an existing column
+                _insert(table, col, act.args.get("position"))
+                _column_key(table, col.name, key)
+            elif isinstance(act, exp.ModifyColumn):
+                self._modify(table, act, types, charset, if_exists, text)
+            elif isinstance(act, exp.RenameColumn):
+                c = table.column(act.this.name)
+                if c is not None:
+                    old = c.name
+                    c.name = act.args["to"].name
+                    table.primary_key = [c.name if k == old else k for k in table.primary_key]
+            elif isinstance(act, exp.Drop):
+                if (act.args.get("kind") or "").upper() == "COLUMN":
+                    for c in act.args.get("tables") or act.expressions or []:
+                        col = table.column(c.name)
+                        if col is not None:
+                            table.columns.remove(col)
+                            table.primary_key = [k for k in table.primary_key if k.lower() != col.name.lower()]
+                # DROP INDEX / KEY / FOREIGN KEY / CHECK / CONSTRAINT: no column change. A unique key
+                # serving as the message key stays the key (as in Debezium).
+            elif isinstance(act, exp.AddConstraint):
+                for k in act.expressions:
+                    _apply_key(table, k)
+            elif isinstance(act, exp.DropPrimaryKey):
+                table.primary_key = []
+            elif isinstance(act, exp.AlterRename):
+                new_name = self._tid(act.this, table.db)
+            elif isinstance(act, exp.AlterColumn):
+                c = table.column(act.this.name)
+                if c is not None:
+                    if act.args.get("drop"):
+                        c.has_default, c.default, c.default_is_expr = False, None, False
+                    elif act.args.get("default") is not None:
+                        c.has_default = True
+                        c.default, c.default_is_expr = _default_text(act.args["default"])
+                    # SET VISIBLE / INVISIBLE: the column stays in the row image
+            elif isinstance(act, (exp.RenameIndex, exp.AlterIndex, exp.ForceProperty)):
+                pass
+            else:
+                raise UnparseableDdl(text, f"ALTER TABLE action not supported: {act.sql('mysql')[:200]}")
+        return new_name
+
+    def _modify(self, table: Table, act: exp.ModifyColumn, types: dict[str, list[str]], charset: str,
+                if_exists: set[str], text: str) -> None:
+        cd = act.this
+        old = act.args.get("rename_from")
+        old_name = old.name if old is not None else cd.name
+        existing = table.column(old_name)
+        col, key = self._column(cd, types, charset, 0)
+        if existing is None:
+            if old_name.lower() in if_exists:
+                return  # MariaDB MODIFY/CHANGE ... IF EXISTS of a missing column
+            raise UnparseableDdl(text, f"unknown column {old_name!r} in {table.db}.{table.name}")
+        idx = table.columns.index(existing)
+        pos = cd.args.get("position")
+        if pos is None:
+            table.columns[idx] = col
+        else:
+            table.columns.pop(idx)
+            _insert(table, col, pos)
+        table.primary_key = [col.name if k.lower() == old_name.lower() else k for k in table.primary_key]
+        if col.name in table.primary_key:
+            col.optional = False
+        _column_key(table, col.name, key)
+
+    def _create_unique_index(self, st: exp.Create, current_db: str | None) -> DdlResult:
+        """CREATE UNIQUE INDEX: the table's message key when it has no primary key (Debezium)."""
+        idx = st.this
+        db, name = self._tid(idx.args["table"], current_db)
+        current = self.tables.get(db, name)
+        params = idx.args.get("params")
+        cols = _key_columns(params.args.get("columns") or []) if params is not None else []
+        if current is None or current.primary_key or not _unique_key_qualifies(current, cols):
+            return DdlResult([], db, "ignored")
+        table = Table.from_dict(current.to_dict())
+        table.primary_key = [table.column(c).name for c in cols]  # type: ignore[union-attr]
+        self.tables.put(table)
+        return DdlResult([TableChange("ALTER", db, name, table)], db, "alter_table")
+
     def _column(self, cd: exp.ColumnDef, types: dict[str, list[str]], table_charset: str | None,
-                position: int) -> tuple[Column, bool]:
+                position: int) -> tuple[Column, str | None]:
+        """The column and the key its definition declares: "primary", "unique" (UNIQUE, SERIAL) or None."""
         name = cd.name
         kind = cd.args.get("kind")
         words = types.get(name.lower())
@@ -457,7 +509,7 @@ class DdlParser:
             jdbc = model.NVARCHAR if "VARCHAR" in type_name or "VARYING" in type_name else model.NCHAR
         col = Column(name=name, type_name=type_name, position=position, jdbc_type=jdbc, length=length, scale=scale,
                      enum_values=enum_values, type_expression=type_name)
-        is_pk = False
+        key: str | None = None
         charset = None
         collate = None
         for c in cd.constraints:
@@ -470,7 +522,9 @@ class DdlParser:
             elif isinstance(k, exp.AutoIncrementColumnConstraint):
                 col.auto_increment = True
             elif isinstance(k, exp.PrimaryKeyColumnConstraint):
-                is_pk = True
+                key = "primary"
+            elif isinstance(k, exp.UniqueColumnConstraint) and key is None:
+                key = "unique"
             elif isinstance(k, (exp.ComputedColumnConstraint, exp.GeneratedAsIdentityColumnConstraint)):
                 col.generated = True
             elif isinstance(k, exp.CommentColumnConstraint):
@@ -481,15 +535,16 @@ class DdlParser:
                 collate = k.this.name.lower()
         if dtype == "SERIAL" or (words and words[0] == "SERIAL"):
             col.optional, col.auto_increment = False, True
+            key = key or "unique"  # SERIAL = BIGINT UNSIGNED NOT NULL AUTO_INCREMENT UNIQUE
         if base in model.STRING_TYPES or base == "NATIONAL":
             if charset is None and collate:
                 charset = collate.split("_", 1)[0]
             col.charset = charset or table_charset
             if base in ("NCHAR", "NVARCHAR", "NATIONAL"):
                 col.charset = "utf8mb3" if charset is None else charset
-        if is_pk:
+        if key == "primary":
             col.optional = False
-        return col, is_pk
+        return col, key
 
 
 def _split_id(text: str, current_db: str | None) -> tuple[str, str]:
@@ -560,16 +615,78 @@ def _comment_of(props: Any) -> str | None:
     return None
 
 
-def _pk_names(pk: exp.Expression) -> list[str]:
+def _key_columns(exprs: list[Any]) -> list[str]:
+    """Column names of a key's parts: `a`, `a DESC`, prefix parts `a(10)`."""
     out = []
-    for e in pk.expressions:
+    for e in exprs:
         if isinstance(e, exp.Ordered):
             e = e.this
-        if isinstance(e, (exp.Anonymous, exp.Func)):  # prefix index `col(10)`
-            out.append(e.name)
-        else:
-            out.append(e.name)
+        out.append(e.this.name if isinstance(e, exp.ColumnPrefix) else e.name)
     return out
+
+
+def _pk_names(pk: exp.Expression) -> list[str]:
+    return _key_columns(pk.expressions)
+
+
+def _unique_key_qualifies(table: Table, names: list[str]) -> bool:
+    """Debezium uses a UNIQUE key as the message key only if all its columns exist and are NOT NULL."""
+    cols = [table.column(n) for n in names]
+    return bool(cols) and all(c is not None and not c.optional for c in cols)
+
+
+def _apply_key(table: Table, e: exp.Expression) -> None:
+    """A table-level key definition (CREATE TABLE element, ALTER TABLE ADD ...): PRIMARY KEY
+    replaces the key; the first UNIQUE key whose columns are all NOT NULL becomes the key of a
+    table without one (MySqlAntlrDdlParser.parseUniqueIndexColumnNames). Indexes, foreign keys
+    and checks change nothing here."""
+    if isinstance(e, exp.Constraint):
+        for k in e.expressions:
+            _apply_key(table, k)
+    elif isinstance(e, exp.PrimaryKey):
+        _set_pk(table, _pk_names(e))
+    elif isinstance(e, exp.UniqueColumnConstraint) and not table.primary_key:
+        schema = e.this
+        names = _key_columns(schema.expressions) if isinstance(schema, exp.Schema) else []
+        if _unique_key_qualifies(table, names):
+            table.primary_key = [table.column(n).name for n in names]  # type: ignore[union-attr]
+
+
+def _column_key(table: Table, name: str, key: str | None) -> None:
+    """The key a column definition declares (ADD/MODIFY/CHANGE COLUMN ... PRIMARY KEY | UNIQUE)."""
+    if key == "primary":
+        _set_pk(table, [name])
+    elif key == "unique" and not table.primary_key:
+        table.primary_key = [name]
+
+
+def _table_options(table: Table, options: list[Any]) -> None:
+    """ALTER TABLE options: [DEFAULT] CHARACTER SET / COLLATE set the default charset of columns
+    added later, COMMENT the table comment; ENGINE, ALGORITHM, LOCK, AUTO_INCREMENT, ROW_FORMAT,
+    ORDER BY ... have no schema effect."""
+    charset = collate = None
+    for opt in options:
+        if isinstance(opt, exp.CharacterSetProperty):
+            charset = opt.this.name.lower()
+        elif isinstance(opt, exp.CollateProperty):
+            collate = _collation_charset(opt.this.name)
+        elif isinstance(opt, exp.SchemaCommentProperty):
+            table.comment = _literal_text(opt.this)
+    table.default_charset = charset or collate or table.default_charset
+
+
+def _collation_charset(collation: str | None) -> str | None:
+    return collation.lower().split("_", 1)[0] if collation else None
+
+
+def _convert_charset(table: Table, charset: str) -> None:
+    """ALTER TABLE ... CONVERT TO CHARACTER SET: the table default and every character column
+    (MySQL also widens TEXT types when needed; the binlog's table map carries the real length
+    prefix, so decoding is unaffected)."""
+    table.default_charset = charset
+    for c in table.columns:
+        if c.base_type in model.STRING_TYPES and c.base_type not in ("NCHAR", "NVARCHAR"):
+            c.charset = charset
 
 
 def _set_pk(table: Table, names: list[str]) -> None:
