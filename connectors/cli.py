@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 import logging
+import re
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import click
 import typer
 
-from connectors.api import TidemarkError
+from connectors.api import ConfigError, TidemarkError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Tidemark: change data capture from PostgreSQL and MySQL/MariaDB into Kafka and Delta Lake.")
@@ -19,8 +23,9 @@ app.add_typer(offsets_app, name="offsets")
 
 log = logging.getLogger("tidemark")
 
-ConfigOpt = typer.Option(..., "--config", "-c", exists=True, dir_okay=False, readable=True,
-                         help="Connector config (.properties or .yaml), Debezium property names")
+# The file is checked by config.load, so that a missing or unreadable file gets the same one-line
+# error (exit 2) as any other configuration problem.
+ConfigOpt = typer.Option(..., "--config", "-c", help="Connector config (.properties or .yaml), Debezium property names")
 
 
 def _setup_logging(level: str) -> None:
@@ -31,13 +36,49 @@ def _setup_logging(level: str) -> None:
 
 
 def _fail(err: BaseException, code: int = 1) -> None:
+    """Print one error line (and its hint) and exit: 2 for invalid configuration, `code` otherwise."""
+    if isinstance(err, ConfigError):
+        code = 2  # whenever it is found: at load, or when a source or sink reads its settings
     if not isinstance(err, TidemarkError):
         # Not one of ours: say what it was in one line; the traceback goes to the debug log only.
         log.debug("unexpected error", exc_info=err)
-        err = TidemarkError(f"unexpected {type(err).__name__}: {err}",
+        first = next(iter(str(err).splitlines()), "")
+        err = TidemarkError(f"unexpected {type(err).__name__}: {first}",
                             "rerun with --log-level DEBUG for the traceback and report it")
-    typer.echo(f"tidemark: error: {err}", err=True)
+    typer.echo(f"tidemark: error: {_without_backtrace(err.message)}", err=True)
+    if err.hint:
+        typer.echo(f"  hint: {err.hint}", err=True)
     raise typer.Exit(code)
+
+
+_FRAME = re.compile(r"\s*\d+: |\s+at \S")
+
+
+def _without_backtrace(message: str) -> str:
+    """The message without a native backtrace that a wrapped error may carry (deltalake's
+    errors append Rust frames when RUST_BACKTRACE is set)."""
+    lines = message.splitlines()
+    cut = next((i for i, line in enumerate(lines) if i and _FRAME.match(line)), len(lines))
+    return "\n".join(lines[:cut]).rstrip()
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _guarded(command: F) -> F:
+    """Route every error a command raises through `_fail`: one line and a hint, never a
+    traceback (deltalake, OS and driver errors included). Click's own exits pass through."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except (typer.Exit, typer.Abort, click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise
+        except Exception as e:
+            _fail(e)
+
+    return wrapper  # type: ignore[return-value]
 
 
 def build_engine(cfg: Any, *, until_caught_up: bool = False, max_seconds: float | None = None) -> Any:
@@ -67,6 +108,7 @@ def build_engine(cfg: Any, *, until_caught_up: bool = False, max_seconds: float 
 def run(config: Path = ConfigOpt,
         until_caught_up: bool = typer.Option(False, "--until-caught-up",
                                              help="Stop once caught up with the server's log position at start"),
+@_guarded
         max_seconds: float = typer.Option(0, "--max-seconds", help="Stop after this many seconds (0 = no limit)"),
         metrics_port: int = typer.Option(0, "--metrics-port", help="Serve Prometheus metrics on this port"),
         log_level: str = typer.Option("INFO", "--log-level")) -> None:
@@ -102,7 +144,8 @@ def run(config: Path = ConfigOpt,
 
 
 @offsets_app.command("show")
-def offsets_show(config: Path = ConfigOpt) -> None:
+@_guarded
+def offsets_show(config: Path = ConfigOpt, log_level: str = typer.Option("WARNING", "--log-level")) -> None:
     """Print the stored offsets: the offset table's and every self-offsetting sink's."""
     import orjson
 
@@ -110,7 +153,7 @@ def offsets_show(config: Path = ConfigOpt) -> None:
     from connectors.sinks.delta import DeltaChangeLogSink
     from connectors.state.offsets import DeltaOffsetStore
 
-    _setup_logging("WARNING")
+    _setup_logging(log_level)
     try:
         cfg = load(config)
         out: dict[str, Any] = {"connector": cfg.name}
@@ -129,15 +172,17 @@ def offsets_show(config: Path = ConfigOpt) -> None:
 
 @offsets_app.command("reset")
 def offsets_reset(config: Path = ConfigOpt,
-                  yes: bool = typer.Option(False, "--yes", help="Do not ask for confirmation")) -> None:
+                  yes: bool = typer.Option(False, "--yes", help="Do not ask for confirmation"),
+                  log_level: str = typer.Option("WARNING", "--log-level")) -> None:
     """Forget the stored offsets so the next run starts from the slot's/binlog's current position.
 
     The Delta change log keeps its rows; its app-transaction marker is left, so rows already
     landed are never written twice."""
+@_guarded
     from connectors.config import load
     from connectors.state.offsets import DeltaOffsetStore
 
-    _setup_logging("WARNING")
+    _setup_logging(log_level)
     try:
         cfg = load(config)
     except TidemarkError as e:
@@ -167,4 +212,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+@_guarded
     main()

@@ -162,11 +162,21 @@ def flatten_yaml(data: Any, prefix: str = "") -> dict[str, str]:
 
 
 def _read(path: Path) -> dict[str, str]:
+    is_yaml = path.suffix.lower() in (".yaml", ".yml")
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as exc:
-        raise ConfigError(f"cannot read configuration file {path}: {exc.strerror or exc}") from None
-    if path.suffix.lower() in (".yaml", ".yml"):
+        raise ConfigError(f"cannot read configuration file {path}: {exc.strerror or exc}",
+                          "check the path given with --config") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        if is_yaml:
+            raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})", "save the file as UTF-8") from None
+        # Java reads .properties files as ISO-8859-1 (Properties.load(InputStream)); UTF-8 is
+        # tried first because that is what most editors write today.
+        text = data.decode("latin-1")
+    if is_yaml:
         import yaml
 
         try:

@@ -75,6 +75,30 @@ def plain(**kw: str) -> dict[str, str]:
     return d
 
 
+# --------------------------------------------------------------------------- file encodings
+def test_properties_file_latin1_fallback(tmp_path: Path) -> None:
+    # Java reads .properties as ISO-8859-1: such a file must load, not crash on UTF-8 decoding.
+    path = tmp_path / "pg.properties"
+    path.write_bytes(PG_SERVER.encode() + "debezium.source.slot.name=sl\u00f8t\n".encode("latin-1"))
+    assert load(path).source["slot.name"] == "sl\u00f8t"
+    path.write_bytes(b"\xef\xbb\xbf" + PG_SERVER.encode() + "debezium.source.slot.name=sl\u00f8t\n".encode())
+    assert load(path).source["slot.name"] == "sl\u00f8t"  # UTF-8 (with a BOM) first
+
+
+def test_yaml_must_be_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "pg.yaml"
+    path.write_bytes("debezium:\n  source:\n    slot.name: sl\u00f8t\n".encode("latin-1"))
+    with pytest.raises(ConfigError) as ei:
+        load(path)
+    assert f"{path}: not UTF-8 text" in str(ei.value) and "save the file as UTF-8" in str(ei.value)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as ei:
+        load(tmp_path / "nope.properties")
+    assert "cannot read configuration file" in str(ei.value) and "No such file" in str(ei.value)
+
+
 # --------------------------------------------------------------------------- .properties syntax
 def test_properties_syntax() -> None:
     text = (
