@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
+import orjson
+import psycopg2
 import pytest
 from harness import wait_until
 from pgcdc import delta_rows, payload, popen_cli, read_jsonl, run_cli, write_config
@@ -184,6 +187,110 @@ def test_dropped_connection_is_retried(pg: Any, pg_database: str, db: Any, tmp_p
     assert "retrying" in (tmp_path / "run.log").read_text()
     rows = delta_rows(tmp_path / "warehouse" / "tm" / "changelog", ["after"])
     assert len(rows) == 40  # Delta: exactly once across the reconnect
+
+
+def _inserts_through_outages(server: Any, table: str, n: int, done: threading.Event) -> None:
+    """Insert ids 0..n-1 one transaction each, reconnecting through a server restart.
+
+    ON CONFLICT makes the retry of a commit whose outcome was lost harmless, so the table ends
+    with every id exactly once and is itself the expected set."""
+    deadline = time.monotonic() + 240
+    conn: Any = None
+    i = 0
+    try:
+        while i < n and time.monotonic() < deadline:
+            try:
+                if conn is None:
+                    conn = server.connect()
+                conn.cursor().execute(f"INSERT INTO {table} VALUES (%s, 1, 1) ON CONFLICT (id) DO NOTHING", (i,))
+                i += 1
+            except psycopg2.Error:
+                conn = None
+                time.sleep(0.1)  # pacing while the server is down; bounded by the deadline
+    finally:
+        done.set()
+
+
+def test_server_restart_while_streaming(pg_factory: Any, tmp_path: Path) -> None:
+    """The server restarts under a running connector: "connection refused" while it is down is
+    retried (not fatal as at the first start), and every row lands in Delta exactly once."""
+    server = pg_factory()
+    server.execute("CREATE TABLE orders (id int PRIMARY KEY, customer_id int NOT NULL, qty int NOT NULL)")
+    out = tmp_path / "events.jsonl"
+    cfg = write_config(tmp_path / "c.properties", server, slot="restart_slot", jsonl=out, sinks="delta,jsonl")
+    run_cli("run", "--config", str(cfg), "--until-caught-up")
+    log = tmp_path / "run.log"
+    changelog = tmp_path / "warehouse" / "tm" / "changelog"
+    proc = popen_cli("run", "--config", str(cfg), log=log)
+    done = threading.Event()
+    n = 1500
+    writer = threading.Thread(target=_inserts_through_outages, args=(server, "orders", n, done))
+    try:
+        writer.start()
+        wait_until(lambda: len(read_jsonl(out)) >= 100, timeout=60, what="events before the restart")
+        server.stop()
+        # The connector must see the server refuse connections and keep retrying.
+        wait_until(lambda: "cannot connect to PostgreSQL" in log.read_text(errors="replace"), timeout=60,
+                   what="a refused reconnect attempt")
+        assert proc.poll() is None, log.read_text()[-3000:]
+        server.start()
+        writer.join(300)
+        assert done.is_set() and not writer.is_alive()
+        expected = sorted(r[0] for r in server.query("SELECT id FROM orders"))
+        assert expected == list(range(n))
+        wait_until(lambda: len(delta_rows(changelog, ["op"])) >= n, timeout=180, what="every row in Delta")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0, log.read_text()[-3000:]
+    finally:
+        done.set()
+        if proc.poll() is None:
+            proc.kill()
+    text = log.read_text()
+    assert "retrying" in text and "Traceback" not in text
+    rows = delta_rows(changelog, ["op", "after"])
+    ids = [orjson.loads(r["after"])["id"] for r in rows if r["op"] == "c"]
+    assert len(ids) == len(set(ids)), "a row landed twice in Delta"
+    assert sorted(ids) == expected and len(rows) == n
+
+
+@pytest.mark.parametrize("path", ["catalog", "heartbeat"])
+def test_second_connection_drop_is_retried(pg_factory: Any, tmp_path: Path, path: str) -> None:
+    """The catalog/heartbeat connection (not the replication one) dies: the next catalog read or
+    heartbeat.action.query fails on it, and the run reconnects instead of ending."""
+    server = pg_factory()
+    server.execute("CREATE TABLE hb (id serial PRIMARY KEY)")
+    out = tmp_path / "events.jsonl"
+    extra = {"heartbeat.interval.ms": "300", "heartbeat.action.query": "INSERT INTO hb DEFAULT VALUES"}
+    # hb is not captured: its changes need no catalog read, so each case fails on its own path.
+    cfg = write_config(tmp_path / "c.properties", server, slot="aux_slot", jsonl=out, sinks="delta,jsonl",
+                       **{"table.include.list": r"public\.late"}, **(extra if path == "heartbeat" else {}))
+    run_cli("run", "--config", str(cfg), "--until-caught-up")
+    log = tmp_path / "run.log"
+    proc = popen_cli("run", "--config", str(cfg), log=log)
+    aux = ("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'tidemark' "
+           "AND backend_type = 'client backend'")
+    try:
+        wait_until(lambda: server.scalar("SELECT count(*) FROM pg_replication_slots WHERE active") == 1,
+                   timeout=60, what="connector streaming")
+        if path == "heartbeat":
+            wait_until(lambda: server.scalar("SELECT count(*) FROM hb") >= 1, timeout=60, what="first heartbeat")
+        assert server.scalar(aux) >= 1
+        if path == "heartbeat":
+            wait_until(lambda: "heartbeat.action.query" in log.read_text(), timeout=60,
+                       what="the heartbeat query failing on the dead connection")
+        server.execute("CREATE TABLE late (id int PRIMARY KEY, customer_id int, qty int)")
+        server.execute("INSERT INTO late VALUES (1, 1, 1)")  # its Relation needs a catalog read
+        wait_until(lambda: any(r["topic"] == "tm.public.late" for r in read_jsonl(out)), timeout=90,
+                   what="the new table's event after the reconnect")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0, log.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = log.read_text()
+    assert "retrying" in text and "tidemark: error" not in text, text[-3000:]
+    if path == "catalog":
+        assert "reading the catalog for public.late" in text
 
 
 @pytest.mark.parametrize("case, expect", [

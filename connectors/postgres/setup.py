@@ -78,6 +78,7 @@ _TRANSIENT_TEXT = (
     "connection reset",
     "is active for pid",
     "no message from the libpq",  # copy-both stream ended without an error message
+    "no copy in progress",  # the walsender ended the stream (server shutting down)
 )
 
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from connectors import envelope as env
@@ -37,10 +39,29 @@ def offset_key(offset: dict[str, Any] | None) -> tuple[int, int, int]:
     return (offset["lsn_commit"], offset["lsn"], offset.get("sub", 0))
 
 
+@dataclass
+class ConnectHistory:
+    """What earlier attempts of this run learned. The engine builds a new source per attempt, so
+    this outlives them: once the server has been reached, "connection refused" means a restart
+    in progress (retried), not a wrong host or port (one clear error at the first start)."""
+
+    connected: bool = False
+
+
+# One history per loaded config when the caller passes none (the CLI's factory builds every
+# attempt's source from the same config object).
+_HISTORIES: weakref.WeakKeyDictionary[ConnectorConfig, ConnectHistory] = weakref.WeakKeyDictionary()
+
+
+def history_for(cfg: ConnectorConfig) -> ConnectHistory:
+    return _HISTORIES.setdefault(cfg, ConnectHistory())
+
+
 class PostgresSource:
     def __init__(self, cfg: ConnectorConfig, *, until_caught_up: bool = False,
-                 max_seconds: float | None = None) -> None:
+                 max_seconds: float | None = None, history: ConnectHistory | None = None) -> None:
         self.cfg = cfg
+        self.history = history if history is not None else history_for(cfg)
         src = cfg.source
         self.until_caught_up = until_caught_up
         self.deadline = time.monotonic() + max_seconds if max_seconds else None
@@ -68,11 +89,23 @@ class PostgresSource:
 
     # ------------------------------------------------------------------ lifecycle
     def open(self, start_offset: dict[str, Any] | None) -> None:
+        import psycopg2
+
+        from connectors.postgres import setup
+
+        params = setup.PgConnParams.from_props(self.cfg.source)
+        self._conn = setup.connect(params, unreachable_is_transient=self.history.connected)
+        self.history.connected = True
+        try:
+            self._open(params, start_offset)
+        except psycopg2.Error as exc:
+            # The server went away during set-up (e.g. a restart): retried like any dropped connection.
+            raise setup.translate_error(exc, f"setting up the stream from {params.address}") from exc
+
+    def _open(self, params: Any, start_offset: dict[str, Any] | None) -> None:
         from connectors.postgres import replication, setup
 
         src = self.cfg.source
-        params = setup.PgConnParams.from_props(src)
-        self._conn = setup.connect(params)
         setup.check_server(self._conn, params)
         captured = [(s, t) for s, t, *_ in setup.list_tables(self._conn) if self.filters.captures(s, t)]
         setup.ensure_publication(self._conn, src["publication.name"], src["publication.autocreate.mode"], captured)
@@ -254,8 +287,15 @@ class PostgresSource:
 
     def _heartbeat(self, off: dict[str, Any]) -> Batch:
         if self.heartbeat_query:
-            with self._conn.cursor() as cur:
-                cur.execute(self.heartbeat_query)
+            import psycopg2
+
+            from connectors.postgres.setup import translate_error
+
+            try:
+                with self._conn.cursor() as cur:
+                    cur.execute(self.heartbeat_query)
+            except psycopg2.Error as exc:
+                raise translate_error(exc, "running heartbeat.action.query") from exc
         now = int(time.time() * 1000)
         rec = Record(self.namer.heartbeat_topic, {"serverName": self.cfg.topic_prefix}, {"ts_ms": now},
                      env.HEARTBEAT_KEY, env.HEARTBEAT_VALUE)
@@ -266,4 +306,4 @@ def _fmt(lsn: int) -> str:
     return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
 
 
-__all__ = ["PostgresSource", "offset_key"]
+__all__ = ["ConnectHistory", "PostgresSource", "history_for", "offset_key"]

@@ -10,11 +10,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import psycopg2
+
 from connectors import envelope as env
 from connectors import tableschema
 from connectors.config import ConnectorConfig
 from connectors.filters import ColumnRules, TableFilters
 from connectors.postgres import catalog, pgoutput, types
+from connectors.postgres.setup import translate_error
 from connectors.tableschema import ColumnDef, TableSchema
 from connectors.topics import TopicNamer
 
@@ -26,7 +29,10 @@ class TableCache:
                  rules: ColumnRules) -> None:
         self.conn, self.cfg, self.namer, self.filters, self.rules = conn, cfg, namer, filters, rules
         self.modes = types.TypeModes.from_config(cfg.source)
-        self.registry = catalog.TypeRegistry(conn)
+        try:
+            self.registry = catalog.TypeRegistry(conn)
+        except psycopg2.Error as exc:
+            raise translate_error(exc, "reading the type catalog (pg_type)") from exc
         self._relations: dict[int, pgoutput.Relation] = {}
         self._schemas: dict[int, TableSchema | None] = {}
         self._warned: set[tuple[str, str]] = set()
@@ -46,7 +52,11 @@ class TableCache:
         rel = self._relations.get(oid)
         if rel is None:
             raise pgoutput.PgOutputError(f"pgoutput: change for relation {oid} before its Relation message")
-        ts = self._build(rel) if self.filters.captures(rel.namespace, rel.name) else None
+        try:
+            ts = self._build(rel) if self.filters.captures(rel.namespace, rel.name) else None
+        except psycopg2.Error as exc:
+            # This second connection drops with the server too: retried, not the end of the run.
+            raise translate_error(exc, f"reading the catalog for {rel.namespace}.{rel.name}") from exc
         self._schemas[oid] = ts
         return ts
 
