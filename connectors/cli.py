@@ -105,10 +105,10 @@ def build_engine(cfg: Any, *, until_caught_up: bool = False, max_seconds: float 
 
 
 @app.command()
+@_guarded
 def run(config: Path = ConfigOpt,
         until_caught_up: bool = typer.Option(False, "--until-caught-up",
                                              help="Stop once caught up with the server's log position at start"),
-@_guarded
         max_seconds: float = typer.Option(0, "--max-seconds", help="Stop after this many seconds (0 = no limit)"),
         metrics_port: int = typer.Option(0, "--metrics-port", help="Serve Prometheus metrics on this port"),
         log_level: str = typer.Option("INFO", "--log-level")) -> None:
@@ -171,6 +171,7 @@ def offsets_show(config: Path = ConfigOpt, log_level: str = typer.Option("WARNIN
 
 
 @offsets_app.command("reset")
+@_guarded
 def offsets_reset(config: Path = ConfigOpt,
                   yes: bool = typer.Option(False, "--yes", help="Do not ask for confirmation"),
                   log_level: str = typer.Option("WARNING", "--log-level")) -> None:
@@ -178,7 +179,6 @@ def offsets_reset(config: Path = ConfigOpt,
 
     The Delta change log keeps its rows; its app-transaction marker is left, so rows already
     landed are never written twice."""
-@_guarded
     from connectors.config import load
     from connectors.state.offsets import DeltaOffsetStore
 
@@ -194,6 +194,7 @@ def offsets_reset(config: Path = ConfigOpt,
 
 
 @app.command()
+@_guarded
 def demo(workdir: Path = typer.Option(Path("./demo-run"), "--workdir", help="Where servers and Delta tables go"),
          rows: int = typer.Option(200, "--rows", help="Workload size (changes)"),
          log_level: str = typer.Option("WARNING", "--log-level")) -> None:
@@ -212,5 +213,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-@_guarded
     main()
