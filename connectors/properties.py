@@ -643,6 +643,10 @@ SERVER_PROPERTIES: dict[str, Prop] = {
         P("debezium.format.key.schemas.enable", "bool", True),
         P("debezium.format.value.schemas.enable", "bool", True),
         P("tidemark.warehouse", "str", "./warehouse"),
+        # Records per sink commit: consecutive full source batches are merged up to this size.
+        P("tidemark.commit.max.events", "int", 16384),
+        # Offset-table saves (for Kafka/jsonl) at most this often; the source is acknowledged after.
+        P("tidemark.offsets.flush.interval.ms", "int", 1000),
     )
 }
 """Debezium Server sink/format keys and Tidemark's own keys (full names)."""
@@ -655,8 +659,8 @@ SERVER_PREFIXES: tuple[tuple[str, PropType], ...] = (
 delta-rs storage option)."""
 
 HINTS: dict[str, str] = {
-    "tidemark.batch.max.events": "max.batch.size",
-    "tidemark.batch.size": "max.batch.size",
+    "tidemark.batch.max.events": "tidemark.commit.max.events",
+    "tidemark.batch.size": "tidemark.commit.max.events",
     "debezium.sink.kafka.bootstrap.servers": "debezium.sink.kafka.producer.bootstrap.servers",
 }
 """Unknown keys with a known better name that difflib would not find."""

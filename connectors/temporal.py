@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import math
+import re
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
@@ -175,7 +176,19 @@ def pg_timetz_to_zoned(text: str) -> str:
     return format_zoned_time((micros - offset * MICROS_PER_SECOND) % MICROS_PER_DAY)
 
 
+# The stream's session runs with TimeZone=UTC, so timestamptz text is already UTC: re-punctuate it.
+_TSTZ_UTC = re.compile(r"(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:\.(\d{1,6}))?\+00")
+
+
 def pg_timestamptz_to_zoned(text: str, fraction_width: int | None) -> str:
+    m = _TSTZ_UTC.fullmatch(text)
+    if m is not None:
+        d, t, f = m.groups()
+        if fraction_width is not None and 0 < fraction_width <= 9:
+            frac = "." + ((f or "") + "000000000")[:fraction_width]
+        else:
+            frac = "." + f.rstrip("0") if f and f.rstrip("0") else ""
+        return f"{d}T{t}{frac}Z"
     if text == "infinity" or text == "-infinity":
         return text
     return format_zoned_timestamp(pg_timestamptz_to_micros(text), fraction_width)

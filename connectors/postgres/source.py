@@ -189,6 +189,7 @@ class PostgresSource:
         start_key = self._start_key
         skipped, tombstones = self.skipped, self.tombstones
         message_topic = self.namer.message_topic()
+        more_cut = False
 
         def offset(rec: Record | None = None) -> dict[str, Any]:
             if rec is None or tx is None:
@@ -198,10 +199,11 @@ class PostgresSource:
             return {"lsn_flush": flush_lsn, "lsn_commit": c, "lsn": lsn, "sub": sub, "txId": tx.xid,
                     "seq_commit": tx.prev_commit, "ts_usec": tx.commit_ts, "complete": False}
 
-        def cut(in_tx: bool) -> Batch:
-            nonlocal pending, n_tx
+        def cut(in_tx: bool, more: bool = False) -> Batch:
+            nonlocal pending, n_tx, more_cut
+            more_cut = more
             b = Batch(pending, offset(pending[-1] if (in_tx and pending) else None),
-                      extra={"transactions": n_tx, "source_ts_ms": src_ts})
+                      extra={"transactions": n_tx, "source_ts_ms": src_ts, "more": more})
             pending, n_tx = [], 0
             return b
 
@@ -226,7 +228,7 @@ class PostgresSource:
                         continue
                     ev.change(pending, tx, ts, m, lsn, pos, skipped, tombstones)
                     if len(pending) >= self.max_batch:
-                        yield cut(True)
+                        yield cut(True, more=True)
                 elif t is Begin:
                     tx = Tx(m.xid, m.final_lsn, m.commit_ts, seq_commit)
                 elif t is Commit:
@@ -239,7 +241,7 @@ class PostgresSource:
                     n_tx += 1
                     tx = None
                     if len(pending) >= self.max_batch:
-                        yield cut(False)
+                        yield cut(False, more=True)
                 elif t is pgo.Relation:
                     tables.relation(m)
                 elif t is pgo.Truncate:
@@ -270,7 +272,9 @@ class PostgresSource:
                 wal_end = stream.wal_end
                 if wal_end > flush_lsn:
                     flush_lsn = wal_end
-                if pending:
+                if pending or more_cut:
+                    # Also after a size cut with nothing left: tells the engine to commit now.
+                    more_cut = False
                     yield cut(False)
                 if next_hb is not None and now >= next_hb:
                     next_hb = now + self.heartbeat_s

@@ -427,6 +427,10 @@ def _decimal_mapping(length: int, scale: int, modes: TypeModes) -> tuple[Schema,
         return T.VARIABLE_SCALE_DECIMAL_SCHEMA, conv_var
 
     def conv_fixed(s: str) -> Any:
+        # numeric(p,s) prints exactly `scale` fraction digits: the unscaled value is the digits.
+        ip, _, fp = s.partition(".")
+        if len(fp) == scale and ip.lstrip("-").isdigit() and (not fp or fp.isdigit()):
+            return T.unscaled_to_b64(int(ip + fp))
         d = T.parse_decimal(s)
         return None if d is None else T.decimal_b64(d, scale)
     return T.decimal_schema(scale, length), conv_fixed
