@@ -114,10 +114,6 @@ def read_topic(bootstrap: str, topic: str, expect: int, timeout: float = 20.0) -
 
 
 # --------------------------------------------------------------------------- harnesses
-def _enc(s: str | None) -> bytes | None:
-    return None if s is None else s.encode()
-
-
 def _dump(x: Any) -> bytes | None:
     return None if x is None else orjson.dumps(x)
 
@@ -146,7 +142,7 @@ def _kafka_harness(client: str, bootstrap: str, topic: str) -> Harness:
 def _delta_harness(tmp: Path, topic: str) -> Harness:
     from deltalake import DeltaTable
 
-    from connectors.sinks.delta import DeltaChangeLogSink
+    from connectors.sinks.delta import DeltaChangeLogSink, kafka_key, kafka_value
 
     uri = tmp / "wh" / "srv" / "changelog"
 
@@ -156,7 +152,7 @@ def _delta_harness(tmp: Path, topic: str) -> Harness:
         out = []
         for row in t.to_pylist():
             hs = tuple((h["key"], base64.b64decode(h["value"])) for h in orjson.loads(row["headers"] or "[]"))
-            out.append(Got(row["topic"], _enc(row["record_key"]), _enc(row["value"]), hs))
+            out.append(Got(row["topic"], kafka_key(row), kafka_value(row), hs))
         return out
 
     return Harness(lambda: DeltaChangeLogSink(uri, "conn1"), read, topic)
@@ -283,12 +279,38 @@ def test_delta_columns(tmp_path: Path) -> None:
     assert orjson.loads(upd["before"]) == {"id": 1, "name": "a"}
     assert orjson.loads(upd["after"]) == {"id": 1, "name": None}
     assert orjson.loads(upd["key"]) == {"id": 1}
-    assert orjson.loads(upd["value"])["payload"]["op"] == "u"  # exact Kafka value: schema + payload
+    assert orjson.loads(upd["value_schema"])["name"] == "srv.public.t.Envelope"
+    assert orjson.loads(upd["key_schema"])["name"] == "srv.public.t.Key"
     tomb = rows[4]
-    assert tomb["is_tombstone"] and tomb["value"] is None and tomb["op"] is None
-    assert rows[5]["key"] is None and rows[5]["record_key"] is None
+    assert tomb["is_tombstone"] and tomb["value_schema"] is None and tomb["op"] is None
+    assert rows[5]["key"] is None and rows[5]["key_schema"] is None
+    assert orjson.loads(rows[6]["payload"]) == {"status": "END", "id": "tx-1"}
     assert rows[6]["collection"] == "__meta" and rows[6]["op"] is None
     assert [r["event_index"] for r in rows] == [0, 1, 2, 0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("schemas", [(True, True), (False, False), (True, False)])
+def test_delta_rebuilds_kafka_records_byte_exact(tmp_path: Path, schemas: tuple[bool, bool]) -> None:
+    """Change events are stored as columns (no payload copy) and schemas once per batch; the
+    Kafka key/value rebuilt from a row equals what the Kafka sink sends, byte for byte."""
+    from deltalake import DeltaTable
+
+    from connectors.envelope import change_value
+    from connectors.sinks.delta import DeltaChangeLogSink, kafka_key, kafka_value
+
+    ks, vs = schemas
+    src = {"ts_ms": 1, "lsn": 7, "txId": 3}
+    recs = [Record("srv.public.t", {"id": i}, change_value(None, {"id": i, "name": f"n{i}"}, src, "c",
+                                                           {"id": "3:7", "total_order": i, "data_collection_order": i}),
+                   KEY_SCHEMA, ENVELOPE, (), "public.t", None) for i in range(3)]
+    recs.append(Record("srv.public.t", {"id": 0}, change_value({"id": 0, "name": "n0"}, None, src, "d", None),
+                       KEY_SCHEMA, ENVELOPE, (), "public.t", None))
+    recs.append(tombstone("srv.public.t", 0))
+    sink = DeltaChangeLogSink(tmp_path / "cl", "c", key_schemas_enable=ks, value_schemas_enable=vs)
+    sink.write(Batch(recs, {"lsn": 7}, seq=1))
+    rows = DeltaTable(str(tmp_path / "cl")).to_pyarrow_table().sort_by("event_index").to_pylist()
+    assert all(r["payload"] is None for r in rows)  # envelopes live in their columns only
+    assert [(kafka_key(r), kafka_value(r)) for r in rows] == [serialized(r, ks, vs) for r in recs]
 
 
 def test_delta_mysql_positions(tmp_path: Path) -> None:

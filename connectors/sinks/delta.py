@@ -11,10 +11,18 @@ committed `(seq, offset)`; a batch whose seq is not above the stored one is skip
 
 Columns (stable for every connector: PostgreSQL and MySQL position columns are all nullable):
   topic, collection, op, key (key payload JSON), before, after, source, transaction (JSON),
-  source_ts_ms, ts_ms, lsn, tx_id, binlog_file, binlog_pos, gtid, row (typed positions),
-  headers (JSON `[{"key": k, "value": base64}]` or null), batch_seq, event_index,
-  record_key / value (the exact Kafka key / value bytes, as configured by the
-  `debezium.format.*.schemas.enable` switches, so the Kafka record can be rebuilt), is_tombstone.
+  source_ts_ms, ts_ms, ts_us, ts_ns, lsn, tx_id, binlog_file, binlog_pos, gtid, row (typed
+  positions), headers (JSON `[{"key": k, "value": base64}]` or null), batch_seq, event_index,
+  payload (the value payload JSON of records that are not change envelopes: transaction
+  metadata, heartbeats, logical messages, schema changes; null for change events, whose payload
+  is exactly the columns above), key_schema / value_schema (the Connect schema JSON the
+  JsonConverter embeds when `debezium.format.*.schemas.enable` is on, else null), is_tombstone.
+`kafka_key(row)` / `kafka_value(row)` rebuild the exact Kafka key and value bytes from a row.
+
+Why not one column with the Kafka value bytes: with schemas on, ~3 KB of every ~3.5 KB value is
+the table's schema text, identical for every row of a table version. Here it is an Arrow
+dictionary column (one copy per batch; Parquet dictionary-encodes it), and the payload is not
+serialized a second time next to its before/after/source columns.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ import orjson
 import pyarrow as pa
 
 from connectors.api import Batch, Record, TerminalError, TransientError
-from connectors.sinks import schema_flags, serialized_batch, sub_config
+from connectors.sinks import schema_flags, sub_config
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +58,8 @@ SCHEMA = pa.schema([
     pa.field("transaction", _S),
     pa.field("source_ts_ms", _I64),
     pa.field("ts_ms", _I64),
+    pa.field("ts_us", _I64),
+    pa.field("ts_ns", _I64),
     pa.field("lsn", _I64),
     pa.field("tx_id", _I64),
     pa.field("binlog_file", _S),
@@ -59,11 +69,16 @@ SCHEMA = pa.schema([
     pa.field("headers", _S),
     pa.field("batch_seq", _I64, nullable=False),
     pa.field("event_index", _I32, nullable=False),
-    pa.field("record_key", _S),
-    pa.field("value", _S),
+    pa.field("payload", _S),
+    pa.field("key_schema", _S),
+    pa.field("value_schema", _S),
     pa.field("is_tombstone", pa.bool_(), nullable=False),
 ])
-_JSON_COLS = ("key", "before", "after", "source", "transaction", "headers", "record_key", "value")
+_JSON_COLS = ("key", "before", "after", "source", "transaction", "headers", "payload")
+
+# A change event's payload, field by field, in the order `envelope.change_value` builds it: such
+# a payload is stored in its columns and spliced back together byte for byte by `kafka_value`.
+ENVELOPE_FIELDS = ("before", "after", "source", "transaction", "op", "ts_ms", "ts_us", "ts_ns")
 
 
 def writer_properties() -> Any:
@@ -85,13 +100,13 @@ def _headers_json(headers: tuple[tuple[str, bytes], ...]) -> bytes | None:
 # Per record one flat tuple, then zip(*rows) into columns: far fewer bytecodes than one
 # list.append per column. Order: the _ROW_COLS names.
 _ROW_COLS = ("topic", "collection", "key", "headers", "is_tombstone", "op", "before", "after",
-             "transaction", "source", "source_ts_ms", "ts_ms", "lsn", "tx_id", "binlog_file",
-             "binlog_pos", "gtid", "row")
-_NO_VALUE = (None,) * 13
+             "transaction", "payload", "source", "source_ts_ms", "ts_ms", "ts_us", "ts_ns", "lsn", "tx_id",
+             "binlog_file", "binlog_pos", "gtid", "row")
+_NO_VALUE = (None,) * 16
 _NO_SOURCE = (None,) * 6
 
 
-def _row(r: Record, dumps: Any = orjson.dumps) -> tuple[Any, ...]:
+def _row(r: Record, dumps: Any = orjson.dumps, fields: tuple[str, ...] = ENVELOPE_FIELDS) -> tuple[Any, ...]:
     k, v = r.key, r.value
     head = (r.topic, r.collection or META_PARTITION, None if k is None else dumps(k),
             _headers_json(r.headers) if r.headers else None, v is None)
@@ -99,12 +114,14 @@ def _row(r: Record, dumps: Any = orjson.dumps) -> tuple[Any, ...]:
         return head + _NO_VALUE
     b, a, t, s = v.get("before"), v.get("after"), v.get("transaction"), v.get("source")
     body = (v.get("op"), None if b is None else dumps(b), None if a is None else dumps(a),
-            None if t is None else dumps(t))
+            None if t is None else dumps(t), None if tuple(v) == fields else dumps(v))
+    g = v.get
+    times = (g("ts_ms"), g("ts_us"), g("ts_ns"))
     if type(s) is not dict:
-        return head + body + (None, None, v.get("ts_ms")) + _NO_SOURCE
+        return head + body + (None, None) + times + _NO_SOURCE
     g = s.get
-    return head + body + (dumps(s), g("ts_ms"), v.get("ts_ms"), g("lsn"), g("txId"), g("file"), g("pos"),
-                          g("gtid"), g("row"))
+    return head + body + (dumps(s), g("ts_ms")) + times + (g("lsn"), g("txId"), g("file"), g("pos"),
+                                                            g("gtid"), g("row"))
 
 
 def _array(values: Any, type_: pa.DataType) -> pa.Array:
@@ -121,20 +138,74 @@ def _array(values: Any, type_: pa.DataType) -> pa.Array:
         return pa.array([x if isinstance(x, int) and not isinstance(x, bool) else None for x in values], type_)
 
 
-def build_table(batch: Batch, kafka_bytes: list[tuple[bytes | None, bytes | None]]) -> pa.Table:
+def _schema_column(schemas: Any, payloads: Any) -> pa.Array:
+    """Schema JSON per record as a dictionary array: one copy of each distinct schema text
+    (records of one table version share one Schema object). Null where the payload is null."""
+    index: dict[int, int] = {}
+    texts: list[bytes] = []
+    idx: list[int | None] = []
+    add = idx.append
+    for sch, p in zip(schemas, payloads, strict=True):
+        if sch is None or p is None:
+            add(None)
+            continue
+        i = index.get(id(sch))
+        if i is None:
+            i = index[id(sch)] = len(texts)
+            texts.append(sch.json_text)
+        add(i)
+    return pa.DictionaryArray.from_arrays(pa.array(idx, _I32), pa.array(texts, pa.binary()).view(_S))
+
+
+def build_table(batch: Batch, key_schemas: bool = True, value_schemas: bool = True) -> pa.Table:
     """The batch as one Arrow table: one pass over the records, then column-wise conversion."""
-    n = len(batch.records)
+    records = batch.records
+    n = len(records)
     if n:
-        cols = dict(zip(_ROW_COLS, zip(*map(_row, batch.records), strict=True), strict=True))
-        keys, values = zip(*kafka_bytes, strict=True)
+        cols: dict[str, Any] = dict(zip(_ROW_COLS, zip(*map(_row, records), strict=True), strict=True))
     else:
         cols = {c: () for c in _ROW_COLS}
-        keys = values = ()
-    cols["record_key"] = keys
-    cols["value"] = values
     cols["batch_seq"] = [batch.seq] * n
     cols["event_index"] = range(n)
-    return pa.Table.from_arrays([_array(cols[f.name], f.type) for f in SCHEMA], schema=SCHEMA)
+    arrays = []
+    for f in SCHEMA:
+        if f.name == "key_schema":
+            arrays.append(_schema_column([r.key_schema for r in records] if key_schemas else [None] * n,
+                                         [r.key for r in records]))
+        elif f.name == "value_schema":
+            arrays.append(_schema_column([r.value_schema for r in records] if value_schemas else [None] * n,
+                                         [r.value for r in records]))
+        else:
+            arrays.append(_array(cols[f.name], f.type))
+    return pa.Table.from_arrays(arrays, names=SCHEMA.names)
+
+
+def _b(x: str | bytes | None) -> bytes:
+    return b"null" if x is None else x.encode() if isinstance(x, str) else x
+
+
+def kafka_key(row: Mapping[str, Any]) -> bytes | None:
+    """The Kafka record key of a change-log row (what the Kafka sink wrote), byte for byte."""
+    if row["key"] is None:
+        return None
+    if row["key_schema"] is None:
+        return _b(row["key"])
+    return b'{"schema":' + _b(row["key_schema"]) + b',"payload":' + _b(row["key"]) + b"}"
+
+
+def kafka_value(row: Mapping[str, Any]) -> bytes | None:
+    """The Kafka record value of a change-log row (what the Kafka sink wrote), byte for byte."""
+    if row["is_tombstone"]:
+        return None
+    body = row["payload"]
+    if body is None:
+        body = (b'{"before":' + _b(row["before"]) + b',"after":' + _b(row["after"]) + b',"source":'
+                + _b(row["source"]) + b',"transaction":' + _b(row["transaction"]) + b',"op":'
+                + orjson.dumps(row["op"]) + b',"ts_ms":' + orjson.dumps(row["ts_ms"]) + b',"ts_us":'
+                + orjson.dumps(row["ts_us"]) + b',"ts_ns":' + orjson.dumps(row["ts_ns"]) + b"}")
+    if row["value_schema"] is None:
+        return _b(body)
+    return b'{"schema":' + _b(row["value_schema"]) + b',"payload":' + _b(body) + b"}"
 
 
 class DeltaChangeLogSink:
@@ -142,6 +213,8 @@ class DeltaChangeLogSink:
 
     `table_uri`: local path or object-store URI; `connector_name`: the app-transaction id.
     """
+
+    keeps_offsets = True  # the offset rides in each data commit (engine: no offset-table save)
 
     name = "delta"
 
@@ -184,7 +257,7 @@ class DeltaChangeLogSink:
             log.info("delta: batch %d already in %s (last seq %d), skipped", batch.seq, self.table_uri,
                      self._last_seq)
             return
-        table = build_table(batch, serialized_batch(batch, self._ks, self._vs))
+        table = build_table(batch, self._ks, self._vs)
         props = CommitProperties(
             app_transactions=[Transaction(self.app_id, batch.seq)],
             custom_metadata={OFFSET_KEY: orjson.dumps(batch.offset).decode(), SEQ_KEY: str(batch.seq),
