@@ -389,3 +389,21 @@ def test_unique_key_convert_and_column_list_end_to_end(mariadb: Any, mariadb_dat
     assert [c["defaultCharsetName"] for c in changes] == ["utf8mb4", "utf8mb4"]
     assert changes[-1]["primaryKeyColumnNames"] == ["code"]
     assert [c["name"] for c in changes[-1]["columns"]] == ["code", "note", "n", "m"]
+
+
+def test_lost_history_names_the_recovery(mariadb: Any, mariadb_database: str, tmp_path: Path,
+                                         unique_name: Any) -> None:
+    """Offsets without a schema history: the hint is the offsets reset Tidemark can do today, with
+    the config file named, and says what is not captured."""
+    cfg, src = _started(mariadb, tmp_path, unique_name, mariadb_database)
+    offset = dict(src._start)
+    src.close()
+    cfg.path = tmp_path / "my.properties"
+    src.history.reset()
+    src2 = MySqlSource(cfg, until_caught_up=True)
+    with pytest.raises(TerminalError) as err:
+        src2.open(offset)
+    src2.close()
+    assert "schema history" in err.value.message
+    assert f"tidemark offsets reset --config {cfg.path} --yes" in (err.value.hint or "")
+    assert "NOT captured" in (err.value.hint or "") and "snapshot.mode=recovery" not in str(err.value)

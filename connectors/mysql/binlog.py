@@ -351,15 +351,15 @@ def column_decoder(ftype: int, meta: int, unsigned: bool) -> Decoder:
 RowReader = Callable[[bytes, int, tuple[int, ...]], tuple[list[Any], int]]
 
 
-def compile_rows(tm: TableMap, table: Table | None) -> RowReader:
+def compile_rows(tm: TableMap, table: Table | None, config_path: str | None = None) -> RowReader:
     """Row image reader for one table layout: `read(buf, off, present_columns) → (values, off)`.
     Signedness comes from the table model (Debezium's model, not the table map's metadata)."""
     n = len(tm.types)
     if table is not None and len(table.columns) != n:
         raise TerminalError(
-            f"table {tm.db}.{tm.table}: the binlog has {n} columns, the schema model {len(table.columns)}",
-            "the schema history does not match the server; re-run a schema snapshot (snapshot.mode=recovery "
-            "or no_data) or check that every DDL reached the history")
+            f"table {tm.db}.{tm.table}: the binlog has {n} columns, the schema model {len(table.columns)} (the "
+            "schema history does not match the server: a DDL statement was skipped, or ran with sql_log_bin=0)",
+            recovery_hint(config_path))
     unsigned = [c.unsigned for c in table.columns] if table is not None else [False] * n
     decs = [column_decoder(t, m, u) for t, m, u in zip(tm.types, tm.metas, unsigned, strict=True)]
     full = tuple(range(n))
@@ -447,8 +447,10 @@ class BinlogStream:
 
     def __init__(self, settings: ConnectionSettings, server_id: int, resolver: Resolver, *,
                  file: str | None = None, pos: int | None = None, gtid_set: str | None = None,
-                 heartbeat_s: float = 10.0, annotate: bool = True, blocking: bool = True) -> None:
+                 heartbeat_s: float = 10.0, annotate: bool = True, blocking: bool = True,
+                 config_path: str | None = None) -> None:
         self.settings, self.server_id, self.resolver = settings, server_id, resolver
+        self.config_path = config_path  # named in recovery hints
         self.file, self.pos, self.gtid_set = file, pos, gtid_set
         self.heartbeat_s, self.annotate, self.blocking = heartbeat_s, annotate, blocking
         self.conn: pymysql.connections.Connection | None = None
@@ -549,7 +551,7 @@ class BinlogStream:
             except pymysql.err.OperationalError as e:
                 if self._stopped:
                     return
-                raise stream_error(e) from None
+                raise stream_error(e, self.config_path) from None
             except (pymysql.err.InternalError, pymysql.err.InterfaceError, OSError, struct.error) as e:
                 if self._stopped:
                     return
@@ -596,7 +598,8 @@ class BinlogStream:
                     maps[table_id] = (tail, self.tables_version, tm, None, None)
                 else:
                     model_table = resolved[0]
-                    maps[table_id] = (tail, self.tables_version, tm, compile_rows(tm, model_table), model_table)
+                    maps[table_id] = (tail, self.tables_version, tm, compile_rows(tm, model_table, self.config_path),
+                                      model_table)
             elif etype == QUERY:
                 thread, _exec, dblen, _err, svlen = struct.unpack_from("<IIBHH", body, 0)
                 p = 13 + svlen
@@ -699,6 +702,17 @@ def current_position(cur: Any) -> tuple[str, int, str]:
     return str(row[0]), int(row[1]), gtids.replace("\n", "")
 
 
+def recovery_hint(config_path: str | None = None) -> str:
+    """What to do when the stored position or the schema history cannot be used any more.
+
+    Snapshots come in a later release; until then the way on is to forget the offsets: the next
+    run takes a fresh schema snapshot and streams from the server's current position."""
+    cmd = f"tidemark offsets reset --config {config_path or 'FILE'} --yes"
+    return (f"run `{cmd}`: the next run takes a fresh schema snapshot and streams from the current binlog "
+            "position (snapshot.mode=no_data); the changes made between the stored position and now are NOT "
+            "captured — a data snapshot will recover them once Tidemark supports snapshots")
+
+
 def connection_error(e: pymysql.err.MySQLError, s: ConnectionSettings) -> Exception:
     code = e.args[0] if e.args else 0
     if code == 1045:
@@ -710,7 +724,7 @@ def connection_error(e: pymysql.err.MySQLError, s: ConnectionSettings) -> Except
     return TerminalError(f"cannot connect to {s.host}:{s.port}: {e}")
 
 
-def stream_error(e: pymysql.err.OperationalError) -> Exception:
+def stream_error(e: pymysql.err.OperationalError, config_path: str | None = None) -> Exception:
     code = e.args[0] if e.args else 0
     msg = str(e.args[-1]) if e.args else str(e)
     if code == 1236:
@@ -720,9 +734,8 @@ def stream_error(e: pymysql.err.OperationalError) -> Exception:
                                  "give database.server.id a value no other replica or connector uses")
         if "could not find first log file" in low or "purged" in low or "not find gtid" in low \
                 or "gtid" in low and ("purged" in low or "not exist" in low or "missing" in low):
-            return TerminalError(f"the stored binlog position is no longer on the server: {msg}",
-                                 "the binlog was purged; use snapshot.mode=when_needed or take a new snapshot "
-                                 "(snapshot.mode=initial after deleting the offsets)")
+            return TerminalError(f"the stored binlog position is no longer on the server (purged): {msg}",
+                                 recovery_hint(config_path))
         return TerminalError(f"the server refused to stream the binlog: {msg}")
     if code in (2006, 2013, 2003, 1053, 1927, 4031):
         return TransientError(f"binlog connection lost ({code}): {msg}", "the engine reconnects with backoff")

@@ -4,7 +4,7 @@ Checked: connection (wrong password → terminal, unreachable → transient), bi
 binlog_format=ROW, binlog_row_image=FULL, binlog_row_value_options not PARTIAL_JSON (MySQL),
 REPLICATION SLAVE + REPLICATION CLIENT grants, `database.server.id` not used by another replica
 (SHOW SLAVE HOSTS / SHOW REPLICAS), and that a stored position is still on the server
-(purged binlog → say which snapshot mode recovers).
+(purged binlog → say how to go on: `tidemark offsets reset`, and what is lost).
 """
 
 from __future__ import annotations
@@ -17,10 +17,7 @@ from typing import Any
 import pymysql
 
 from connectors.api import GtidSet, TerminalError
-from connectors.mysql.binlog import ConnectionSettings, connection_error
-
-RECOVER_HINT = ("use snapshot.mode=when_needed (takes a new snapshot when the position is gone), or delete "
-                "the stored offsets and run a new snapshot (snapshot.mode=initial / no_data)")
+from connectors.mysql.binlog import ConnectionSettings, connection_error, recovery_hint
 
 
 def settings_from_props(props: Mapping[str, Any]) -> ConnectionSettings:
@@ -116,8 +113,10 @@ def check_server_id(cur: Any, server_id: int, grace_s: float = 6.0) -> None:
                             "choose another database.server.id")
 
 
-def check_position(conn: pymysql.connections.Connection, offset: Mapping[str, Any], mariadb: bool) -> None:
+def check_position(conn: pymysql.connections.Connection, offset: Mapping[str, Any], mariadb: bool,
+                   config_path: str | None = None) -> None:
     """A stored offset must still be readable: its binlog file (or GTIDs) not purged."""
+    hint = recovery_hint(config_path)
     cur = conn.cursor()
     cur.execute("SHOW BINARY LOGS")
     files = [str(r[0]) for r in cur.fetchall()]
@@ -127,11 +126,11 @@ def check_position(conn: pymysql.connections.Connection, offset: Mapping[str, An
         purged = _var(cur, "gtid_purged") or ""
         if purged and not GtidSet.parse(gtids).contains(GtidSet.parse(purged)):
             raise TerminalError(f"the stored GTID set {gtids} misses transactions the server purged ({purged})",
-                                RECOVER_HINT)
+                                hint)
         return
     if file and file not in files:
         raise TerminalError(f"the stored binlog file {file} is no longer on the server (oldest is "
-                            f"{files[0] if files else 'none'}): it was purged", RECOVER_HINT)
+                            f"{files[0] if files else 'none'}): it was purged", hint)
     if gtids and mariadb:
         try:
             cur.execute("SELECT BINLOG_GTID_POS(%s, 4)", (files[0],))
@@ -143,4 +142,4 @@ def check_position(conn: pymysql.connections.Connection, offset: Mapping[str, An
             d, _, n = (int(x) for x in part.split("-"))
             if d in have and have[d] < n:
                 raise TerminalError(f"the stored GTID position {gtids} predates the oldest binlog ({files[0]})",
-                                    RECOVER_HINT)
+                                    hint)

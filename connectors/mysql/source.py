@@ -58,7 +58,7 @@ from connectors import envelope as env
 from connectors.api import Batch, GtidSet, Record, TerminalError
 from connectors.filters import ColumnRules, TableFilters
 from connectors.mysql import setup
-from connectors.mysql.binlog import BinlogStream, current_position
+from connectors.mysql.binlog import BinlogStream, current_position, recovery_hint
 from connectors.mysql.ddl import DdlParser, TableChange
 from connectors.mysql.events import (
     RowChange,
@@ -114,6 +114,8 @@ class MySqlSource:
         self.source_schema = env.MARIADB_SOURCE if self.connector == "mariadb" else env.MYSQL_SOURCE
         self.sc_key_schema, self.sc_value_schema = schema_change_schemas(self.connector)
         self.settings = setup.settings_from_props(src)
+        path = getattr(cfg, "path", None)
+        self.config_path = str(path) if path else None  # named in recovery hints
         self.server_id = int(src.get("database.server.id") or 0) or 5400 + int(time.time()) % 1000
         self.history = DeltaSchemaHistory(
             cfg.warehouse, cfg.name, table_filter=self.filters.captures,
@@ -138,10 +140,10 @@ class MySqlSource:
         self._conn = setup.connect(self.settings)
         facts = setup.check_server(self._conn, self.server_id)
         if start_offset:
-            setup.check_position(self._conn, start_offset, facts["mariadb"])
+            setup.check_position(self._conn, start_offset, facts["mariadb"], self.config_path)
             if not self.history.exists():
-                raise TerminalError("the schema history is empty but offsets exist",
-                                    "use snapshot.mode=recovery to rebuild the history, or delete the offsets")
+                raise TerminalError(f"the schema history ({self.history.uri}) is empty but offsets exist",
+                                    recovery_hint(self.config_path))
             tables = self.history.recover(start_offset)
             offset = dict(start_offset)
         else:
@@ -167,7 +169,7 @@ class MySqlSource:
                                     pos=None if use_gtids else int(offset["pos"]),
                                     gtid_set=gtids if use_gtids else None,
                                     heartbeat_s=max(min(self.poll_s, 1.0), 0.1),
-                                    blocking=not self.until_caught_up)
+                                    blocking=not self.until_caught_up, config_path=self.config_path)
         self._start = offset
 
     def _schema_snapshot(self) -> tuple[Tables, dict[str, Any]]:
@@ -219,8 +221,8 @@ class MySqlSource:
             return None
         t = self.tables.get(db, table)
         if t is None:
-            raise TerminalError(f"rows for {db}.{table}, which is not in the schema model",
-                                "the schema history misses this table; re-run with snapshot.mode=recovery")
+            raise TerminalError(f"rows for {db}.{table}, which is not in the schema model (the schema history "
+                                "misses its CREATE TABLE)", recovery_hint(self.config_path))
         return t, self.tables.version(db, table)
 
     def _ddl_applied(self) -> None:
