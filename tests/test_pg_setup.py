@@ -169,7 +169,13 @@ def test_check_resume() -> None:
     assert "tidemark offsets reset" in str(err)
     gone = setup.check_resume(None, 150, "s")
     assert gone is not None and "replication slot s does not exist" in str(gone)
-    assert "re-snapshot" in str(gone)
+    for e in (err, gone):
+        text = str(e)
+        assert "tidemark offsets reset --config FILE --yes" in text and "are lost" in text
+        assert "snapshot.mode=initial" not in text and "always" not in text  # modes the config refuses today
+    assert "creates the slot" in str(gone)
+    lost = setup.check_resume(SlotInfo("s", "pgoutput", "logical", "db", False, None, 100, 200, "lost"), 150, "s")
+    assert lost is not None and "pg_drop_replication_slot('s')" in str(lost)
 
 
 # --------------------------------------------------------------------------- publications

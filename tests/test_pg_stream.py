@@ -343,6 +343,30 @@ def test_dropped_slot_names_the_working_recovery(pg: Any, pg_database: str, db: 
     assert [payload(r)["after"]["id"] for r in read_jsonl(out)] == [3]
 
 
+def test_dropped_slot_names_the_working_recovery(pg: Any, pg_database: str, db: Any, tmp_path: Path,
+                                                 unique_name: Any) -> None:
+    """A stored offset whose slot is gone stops with the recovery that works today (offsets reset);
+    following it, the next run streams again from the server's current position."""
+    slot = unique_name("slot")
+    out = tmp_path / "events.jsonl"
+    cfg = write_config(tmp_path / "c.properties", pg, slot=slot, dbname=pg_database, jsonl=out, sinks="jsonl,delta")
+    run_cli("run", "--config", str(cfg), "--until-caught-up")  # creates the slot
+    db.cursor().execute("INSERT INTO orders VALUES (1, 1, 1)")
+    run_cli("run", "--config", str(cfg), "--until-caught-up")  # stores an offset
+    pg.drop_slot(slot)
+    db.cursor().execute("INSERT INTO orders VALUES (2, 1, 1)")  # lost: no slot retains it
+    proc = run_cli("run", "--config", str(cfg), "--until-caught-up", check=False, timeout=60)
+    assert proc.returncode == 1 and proc.stderr.count("tidemark: error:") == 1, proc.stderr
+    assert f"replication slot {slot} does not exist" in proc.stderr
+    assert "tidemark offsets reset --config FILE --yes" in proc.stderr and "are lost" in proc.stderr
+    assert "snapshot.mode=initial" not in proc.stderr
+    run_cli("offsets", "reset", "--config", str(cfg), "--yes")
+    run_cli("run", "--config", str(cfg), "--until-caught-up")  # creates the slot at the current position
+    db.cursor().execute("INSERT INTO orders VALUES (3, 1, 1)")
+    run_cli("run", "--config", str(cfg), "--until-caught-up")
+    assert [payload(r)["after"]["id"] for r in read_jsonl(out)] == [1, 3]
+
+
 def test_wal_level_replica_is_explained(pg_factory: Any, tmp_path: Path) -> None:
     server = pg_factory(wal_level="replica")
     cfg = write_config(tmp_path / "c.properties", server, slot="s1", jsonl=tmp_path / "o.jsonl")
@@ -430,3 +454,5 @@ def test_offsets_reset_and_slot_drop_on_stop(pg: Any, pg_database: str, db: Any,
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 0
     assert pg.scalar(slot_count, (slot,)) == 0
+    # The stored offset outlives the dropped slot: with slot.drop.on.stop that is expected, not an error.
+    run_cli("run", "--config", str(dropping), "--until-caught-up")

@@ -569,20 +569,23 @@ def check_resume(
     if stored_lsn is None:
         return None
     name = slot_name or (info.name if info else "?")
-    recovery = (
-        "recover by clearing the offsets (`tidemark offsets reset`) and re-snapshotting "
-        "(snapshot.mode=initial or always), or accept the gap by re-creating the slot and resetting offsets"
-    )
+    # Snapshots come with a later release; until then an offsets reset is the way on (the next
+    # run streams from the slot's / server's current position with snapshot.mode=no_data).
+    reset = "run `tidemark offsets reset --config FILE --yes`"
+    lost = (f"the changes between the stored position {Lsn(stored_lsn)} and now are lost to this connector; "
+            "a data snapshot will recover them once snapshots are available in Tidemark")
+    recovery = f"{reset}: the next run streams from the slot's current position. {lost}"
     if info is None:
         return TerminalError(
             f"replication slot {name} does not exist but an offset at LSN {Lsn(stored_lsn)} is stored: "
             "the WAL since that offset is no longer retained for this connector",
-            recovery,
+            f"{reset}: the next run creates the slot and streams from the server's current position. {lost}",
         )
     if info.wal_status == "lost":
         return TerminalError(
             f"replication slot {name} has lost required WAL (wal_status=lost, max_slot_wal_keep_size exceeded)",
-            recovery,
+            f"drop the slot (SELECT pg_drop_replication_slot('{name}')) and {reset}: the next run re-creates it "
+            f"and streams from the server's current position. {lost}",
         )
     if info.confirmed_flush_lsn is not None and stored_lsn < info.confirmed_flush_lsn:
         if strict:

@@ -112,12 +112,18 @@ class PostgresSource:
         if src["publication.autocreate.mode"] != "all_tables":
             setup.check_publication_covers(self._conn, src["publication.name"], captured)
         slot_name = src["slot.name"]
-        info = setup.attach_with_retry(lambda: setup.ensure_slot(self._conn, slot_name, src["plugin.name"]),
-                                       int(src["slot.max.retries"]), int(src["slot.retry.delay.ms"]))
         if start_offset:
-            err = setup.check_resume(info, int(start_offset.get("lsn_flush", 0)), slot_name)
-            if err is not None:
-                raise err
+            # Before ensure_slot: a slot re-created now would silently skip everything since the offset.
+            info = setup.slot_info(self._conn, slot_name)
+            if info is None and src.get("slot.drop.on.stop"):
+                log.warning("slot %s was dropped on the last stop (slot.drop.on.stop): changes made while the "
+                            "connector was down are not streamed", slot_name)
+            else:
+                err = setup.check_resume(info, int(start_offset.get("lsn_flush", 0)), slot_name)
+                if err is not None:
+                    raise err
+        setup.attach_with_retry(lambda: setup.ensure_slot(self._conn, slot_name, src["plugin.name"]),
+                                int(src["slot.max.retries"]), int(src["slot.retry.delay.ms"]))
         self._start_key = offset_key(start_offset)
         start_lsn = int(start_offset.get("lsn_flush", 0)) if start_offset else 0
         self._flushed = start_lsn
@@ -176,7 +182,7 @@ class PostgresSource:
     def batches(self) -> Iterator[Batch]:
         assert self._stream is not None and self._tables is not None and self._events is not None
         stream, tables, ev = self._stream, self._tables, self._events
-        decode = pgo.decode
+        decode, dispatch = pgo.decode, pgo.DISPATCH
         Begin, Commit, Insert, Update, Delete = pgo.Begin, pgo.Commit, pgo.Insert, pgo.Update, pgo.Delete
         pending: list[Record] = []
         tx: Tx | None = None
@@ -214,7 +220,10 @@ class PostgresSource:
                 return
             msgs = stream.read_batch(self.max_batch, self.poll_s)
             for lsn, payload in msgs:
-                m = decode(payload)
+                try:
+                    m = dispatch[payload[0]](payload)
+                except Exception:
+                    m = decode(payload)  # raises the PgOutputError that explains it
                 t = type(m)
                 if t is Insert or t is Update or t is Delete:
                     ts = tables.get(m.relation_oid)
