@@ -310,7 +310,7 @@ _UNSUPPORTED = {
     ord("p"): "Stream Prepare",
 }
 
-_DISPATCH: dict[int, Any] = {
+DISPATCH: dict[int, Any] = {
     ord("B"): _begin,
     ord("C"): _commit,
     ord("O"): _origin,
@@ -322,6 +322,7 @@ _DISPATCH: dict[int, Any] = {
     ord("T"): _truncate,
     ord("M"): _message,
 }
+"""Message type byte → decoder, for callers that inline `decode` in their hot loop."""
 
 
 def decode(payload: bytes) -> PgOutputMessage:
@@ -333,7 +334,7 @@ def decode(payload: bytes) -> PgOutputMessage:
     if not isinstance(payload, bytes):
         payload = bytes(payload)
     try:
-        fn = _DISPATCH[payload[0]]
+        fn = DISPATCH[payload[0]]
     except (KeyError, IndexError):
         if not payload:
             raise PgOutputError("pgoutput: empty message") from None

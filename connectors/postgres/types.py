@@ -426,11 +426,18 @@ def _decimal_mapping(length: int, scale: int, modes: TypeModes) -> tuple[Schema,
             return None if d is None else T.variable_scale_decimal(d)
         return T.VARIABLE_SCALE_DECIMAL_SCHEMA, conv_var
 
-    def conv_fixed(s: str) -> Any:
-        # numeric(p,s) prints exactly `scale` fraction digits: the unscaled value is the digits.
+    def conv_fixed(s: str, b64: Any = binascii.b2a_base64) -> Any:
+        # numeric(p,s) prints exactly `scale` fraction digits: the unscaled value is the digits
+        # (one int() instead of Decimal arithmetic; this runs per row and column).
         ip, _, fp = s.partition(".")
-        if len(fp) == scale and ip.lstrip("-").isdigit() and (not fp or fp.isdigit()):
-            return T.unscaled_to_b64(int(ip + fp))
+        if len(fp) == scale:
+            try:
+                n = int(ip + fp)
+            except ValueError:  # NaN, Infinity
+                pass
+            else:
+                return b64(n.to_bytes(((n + (n < 0)).bit_length() >> 3) + 1, "big", signed=True),
+                           newline=False).decode()
         d = T.parse_decimal(s)
         return None if d is None else T.decimal_b64(d, scale)
     return T.decimal_schema(scale, length), conv_fixed

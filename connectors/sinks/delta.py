@@ -108,23 +108,30 @@ _NO_SOURCE = (None,) * 6
 
 def _row(r: Record, dumps: Any = orjson.dumps, fields: tuple[str, ...] = ENVELOPE_FIELDS) -> tuple[Any, ...]:
     k, v = r.key, r.value
-    head = (r.topic, r.collection or META_PARTITION, None if k is None else dumps(k),
-            _headers_json(r.headers) if r.headers else None, v is None)
+    kj = None if k is None else dumps(k)
+    hj = _headers_json(r.headers) if r.headers else None
     if type(v) is not dict:
-        return head + _NO_VALUE
-    b, a, t, s = v.get("before"), v.get("after"), v.get("transaction"), v.get("source")
-    body = (v.get("op"), None if b is None else dumps(b), None if a is None else dumps(a),
-            None if t is None else dumps(t), None if tuple(v) == fields else dumps(v))
-    g = v.get
-    times = (g("ts_ms"), g("ts_us"), g("ts_ns"))
-    if type(s) is not dict:
-        return head + body + (None, None) + times + _NO_SOURCE
-    g = s.get
-    return head + body + (dumps(s), g("ts_ms")) + times + (g("lsn"), g("txId"), g("file"), g("pos"),
-                                                            g("gtid"), g("row"))
+        return (r.topic, r.collection or META_PARTITION, kj, hj, v is None) + _NO_VALUE
+    if tuple(v) == fields:  # a change event: its payload is exactly its columns
+        b, a, s, t, op, ms, us, ns = v.values()
+        pj = None
+    else:
+        b, a, t, s, op, ms, us, ns = (v.get("before"), v.get("after"), v.get("transaction"), v.get("source"),
+                                      v.get("op"), v.get("ts_ms"), v.get("ts_us"), v.get("ts_ns"))
+        pj = dumps(v)
+    if type(s) is dict:
+        g = s.get
+        return (r.topic, r.collection or META_PARTITION, kj, hj, False, op, None if b is None else dumps(b),
+                None if a is None else dumps(a), None if t is None else dumps(t), pj, dumps(s), g("ts_ms"), ms,
+                us, ns, g("lsn"), g("txId"), g("file"), g("pos"), g("gtid"), g("row"))
+    return (r.topic, r.collection or META_PARTITION, kj, hj, False, op, None if b is None else dumps(b),
+            None if a is None else dumps(a), None if t is None else dumps(t), pj, None, None, ms, us, ns
+            ) + _NO_SOURCE
 
 
 def _array(values: Any, type_: pa.DataType) -> pa.Array:
+    if type(values) is tuple and values.count(None) == len(values):
+        return pa.nulls(len(values), type_)  # e.g. the binlog columns of a PostgreSQL batch
     if type_ == _S:
         try:
             # orjson output and str values: build as binary and view as string (no re-validation).
@@ -145,14 +152,20 @@ def _schema_column(schemas: Any, payloads: Any) -> pa.Array:
     texts: list[bytes] = []
     idx: list[int | None] = []
     add = idx.append
+    last: Any = None
+    last_i = 0
     for sch, p in zip(schemas, payloads, strict=True):
         if sch is None or p is None:
             add(None)
+            continue
+        if sch is last:  # runs of one table version: the common case
+            add(last_i)
             continue
         i = index.get(id(sch))
         if i is None:
             i = index[id(sch)] = len(texts)
             texts.append(sch.json_text)
+        last, last_i = sch, i
         add(i)
     return pa.DictionaryArray.from_arrays(pa.array(idx, _I32), pa.array(texts, pa.binary()).view(_S))
 
