@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import wait_until
+from harness import free_port, wait_until
 from mycdc import delta_rows, payload, popen_cli, read_jsonl, run_cli, write_config
 
 TABLES = [
@@ -350,25 +350,49 @@ def test_server_restart_while_streaming(mariadb_factory: Any, tmp_path: Path, un
     assert len(delta_rows(tmp_path / "warehouse" / "tm" / "changelog", ["op"])) == 40  # exactly once
 
 
+_SERVER_SETTINGS = {"statement_format": {"binlog_format": "STATEMENT"}, "no_log_bin": {"log_bin": False},
+                    "minimal_image": {"binlog_row_image": "MINIMAL"}}
+
+
 @pytest.mark.parametrize("case, expect", [
     ("wrong_password", "access denied"),
     ("statement_format", "binlog_format is STATEMENT"),
+    ("no_log_bin", "binary logging is off"),
+    ("minimal_image", "binlog_row_image is MINIMAL, the connector needs FULL"),
+    ("no_replication_client", "lacks REPLICATION CLIENT\n"),
+    ("no_replication_slave", "lacks REPLICATION SLAVE\n"),
+    ("unreachable", "cannot reach the database"),
 ])
 def test_setup_errors_are_one_clear_message(mariadb: Any, mariadb_factory: Any, tmp_path: Path, unique_name: Any,
                                             case: str, expect: str) -> None:
+    """Each set-up problem stops the first start with one message and a hint — also an
+    unreachable server, which is not retried (errors.max.retries=-1) before it was ever reached."""
     extra: dict[str, Any] = {}
     server = mariadb
     if case == "wrong_password":
         extra["database.password"] = "nope"
+    elif case == "unreachable":
+        extra["database.port"] = free_port()  # nothing listens there
+    elif case.startswith("no_replication_"):
+        user = unique_name("u")
+        grant = "REPLICATION SLAVE" if case == "no_replication_client" else "REPLICATION CLIENT"
+        mariadb.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'pw'")
+        mariadb.execute(f"GRANT SELECT, RELOAD, SHOW DATABASES, {grant} ON *.* TO '{user}'@'%'")
+        extra.update({"database.user": user, "database.password": "pw"})
     else:
-        server = mariadb_factory(binlog_format="STATEMENT")
+        server = mariadb_factory(**_SERVER_SETTINGS[case])
     cfg = write_config(tmp_path / "c.properties", server, server_id=unique_name.server_id(), db="x",
                        jsonl=tmp_path / "o.jsonl", **extra)
-    proc = run_cli("run", "--config", str(cfg), "--until-caught-up", check=False, timeout=60)
+    try:
+        proc = run_cli("run", "--config", str(cfg), "--until-caught-up", check=False, timeout=60)
+    finally:
+        if case.startswith("no_replication_"):
+            mariadb.execute(f"DROP USER '{extra['database.user']}'@'%'")
     assert proc.returncode == 1
     assert expect in proc.stderr, proc.stderr
-    assert "Traceback" not in proc.stderr and "nope" not in proc.stderr
+    assert "Traceback" not in proc.stderr and "nope" not in proc.stderr and "retrying" not in proc.stderr
     assert proc.stderr.count("tidemark: error:") == 1
+    assert "\n  hint: " in proc.stderr
 
 
 def test_purged_binlog_names_the_recovery(mariadb_factory: Any, tmp_path: Path, unique_name: Any) -> None:

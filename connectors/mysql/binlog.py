@@ -713,14 +713,19 @@ def recovery_hint(config_path: str | None = None) -> str:
             "captured — a data snapshot will recover them once Tidemark supports snapshots")
 
 
-def connection_error(e: pymysql.err.MySQLError, s: ConnectionSettings) -> Exception:
+def connection_error(e: pymysql.err.MySQLError, s: ConnectionSettings, *,
+                     unreachable_is_transient: bool = True) -> Exception:
+    """Translate a failed connect. An unreachable server is a passing fault once the connector
+    has reached it (a restart in progress), but a set-up error at the very first start: retrying
+    a wrong host or port forever helps nobody."""
     code = e.args[0] if e.args else 0
     if code == 1045:
         return TerminalError(f"access denied for user {s.user!r} at {s.host}:{s.port} (wrong password?)",
                              "check database.user / database.password")
     if code in (2003, 2005, 2006, 2013):
-        return TransientError(f"cannot reach the database at {s.host}:{s.port}: {e.args[-1]}",
-                              "check database.hostname/database.port and that the server is running")
+        cls = TransientError if unreachable_is_transient else TerminalError
+        return cls(f"cannot reach the database at {s.host}:{s.port}: {e.args[-1]}",
+                   "check database.hostname/database.port and that the server is running")
     return TerminalError(f"cannot connect to {s.host}:{s.port}: {e}")
 
 

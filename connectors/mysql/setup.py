@@ -1,6 +1,7 @@
 """Server set-up checks before streaming: one clear `TerminalError` per problem.
 
-Checked: connection (wrong password → terminal, unreachable → transient), binlog on,
+Checked: connection (wrong password → terminal; unreachable → terminal at the first start,
+transient once the server has been reached, see `MySqlSource`), binlog on,
 binlog_format=ROW, binlog_row_image=FULL, binlog_row_value_options not PARTIAL_JSON (MySQL),
 REPLICATION SLAVE + REPLICATION CLIENT grants, `database.server.id` not used by another replica
 (SHOW SLAVE HOSTS / SHOW REPLICAS), and that a stored position is still on the server
@@ -26,11 +27,13 @@ def settings_from_props(props: Mapping[str, Any]) -> ConnectionSettings:
                               float(props.get("connect.timeout.ms", 30000)) / 1000)
 
 
-def connect(s: ConnectionSettings) -> pymysql.connections.Connection:
+def connect(s: ConnectionSettings, *, unreachable_is_transient: bool = False) -> pymysql.connections.Connection:
+    """The set-up connection. Unreachable is terminal unless the caller has reached the server
+    before (see `connection_error`)."""
     try:
         return pymysql.connect(**s.pymysql_kwargs())
     except pymysql.err.OperationalError as e:
-        raise connection_error(e, s) from None
+        raise connection_error(e, s, unreachable_is_transient=unreachable_is_transient) from None
 
 
 def _var(cur: Any, name: str) -> str | None:

@@ -49,8 +49,10 @@ MySQL 8.x vs MariaDB 10.x:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -87,6 +89,24 @@ log = logging.getLogger(__name__)
 
 NEWKEY, OLDKEY = "__debezium.newkey", "__debezium.oldkey"
 SYSTEM_DBS = ("mysql", "information_schema", "performance_schema", "sys")
+
+
+# Configs whose server some source has reached in this process. The engine builds a new source
+# per attempt from the same config object, so this outlives them: once reached, "cannot reach"
+# is a restart in progress (retried); before that, a wrong host/port (one clear error).
+_REACHED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _reached(cfg: Any) -> bool:
+    try:
+        return cfg in _REACHED
+    except TypeError:  # a config object without weak references: no memory across attempts
+        return False
+
+
+def _mark_reached(cfg: Any) -> None:
+    with contextlib.suppress(TypeError):
+        _REACHED.add(cfg)
 
 
 class MySqlSource:
@@ -137,7 +157,8 @@ class MySqlSource:
     # ------------------------------------------------------------------ lifecycle
     def open(self, start_offset: dict[str, Any] | None) -> None:
         src = self.cfg.source
-        self._conn = setup.connect(self.settings)
+        self._conn = setup.connect(self.settings, unreachable_is_transient=_reached(self.cfg))
+        _mark_reached(self.cfg)
         facts = setup.check_server(self._conn, self.server_id)
         if start_offset:
             setup.check_position(self._conn, start_offset, facts["mariadb"], self.config_path)
