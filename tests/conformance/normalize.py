@@ -5,7 +5,10 @@ Normalisation removes only what differs between two captures of the same changes
 * value payload ``ts_ms`` / ``ts_us`` / ``ts_ns`` (envelope processing time; message events too),
 * ``source.ts_ms`` / ``source.ts_us`` / ``source.ts_ns`` and ``source.version``,
 * ``ts_ms`` of transaction-topic (BEGIN/END) records,
-* record headers (not compared; they hold e.g. a per-run ``__debezium.context.runId``).
+* the ``__debezium.context.*`` headers (``extended.headers.enabled``, which Tidemark does not
+  implement; they also hold a per-run ``runId``). Every other header — ``__debezium.oldkey`` /
+  ``__debezium.newkey`` on a primary-key change — is compared exactly, in order; a record without
+  headers has ``headers: []``.
 
 One Debezium artefact is volatile too and is masked, not dropped: the END record of a transaction
 that contains a transactional logical-decoding message lists the message as data collection
@@ -28,6 +31,7 @@ from typing import Any
 
 VOLATILE_PAYLOAD = ("ts_ms", "ts_us", "ts_ns")
 VOLATILE_SOURCE = ("ts_ms", "ts_us", "ts_ns", "version")
+CONTEXT_HEADER = "__debezium.context."
 _MSG_ID = re.compile(r"^(io\.debezium\.connector\.postgresql\.LogicalDecodingMessageMonitor\$LogicalDecodingMessageId)(?:@[0-9a-f]+)?$")
 
 
@@ -38,8 +42,10 @@ def is_transaction_record(rec: dict) -> bool:
 
 
 def normalize_record(rec: dict) -> dict:
-    """Return ``{"topic", "key", "value"}`` with the volatile fields removed (input unchanged)."""
-    out = {"topic": rec.get("topic"), "key": copy.deepcopy(rec.get("key")), "value": copy.deepcopy(rec.get("value"))}
+    """Return ``{"topic", "key", "value", "headers"}`` with the volatile fields removed (input unchanged)."""
+    out = {"topic": rec.get("topic"), "key": copy.deepcopy(rec.get("key")), "value": copy.deepcopy(rec.get("value")),
+           "headers": [copy.deepcopy(list(h)) for h in rec.get("headers") or []
+                       if not str(h[0]).startswith(CONTEXT_HEADER)]}
     value = out["value"]
     if not isinstance(value, dict):
         return out

@@ -202,10 +202,55 @@ STEPS: list[tuple[str, list[str]]] = [
 ]
 
 
-def create_schema(conn) -> None:
+# Conformance-only additions (the golden files were captured without them): replica identities
+# NOTHING and USING INDEX, a key-less DEFAULT-identity table, and a relation that changes shape
+# mid-stream. Without a replica identity PostgreSQL refuses UPDATE/DELETE on a table whose
+# publication publishes them, so NOTHING / no-PK DEFAULT tables get inserts and a truncate.
+EXTRA_SCHEMA_SQL = [
+    "CREATE TABLE ri_nothing (id integer PRIMARY KEY, v text)",
+    "ALTER TABLE ri_nothing REPLICA IDENTITY NOTHING",
+    "CREATE TABLE ri_index (id integer PRIMARY KEY, code integer NOT NULL, v text)",
+    "CREATE UNIQUE INDEX ri_index_code ON ri_index (code)",
+    "ALTER TABLE ri_index REPLICA IDENTITY USING INDEX ri_index_code",
+    "CREATE TABLE ri_index_nopk (code integer NOT NULL, name varchar(8) NOT NULL, v text)",
+    "CREATE UNIQUE INDEX ri_index_nopk_code ON ri_index_nopk (name, code)",
+    "ALTER TABLE ri_index_nopk REPLICA IDENTITY USING INDEX ri_index_nopk_code",
+    "CREATE TABLE nopk_default (a integer, b text)",
+    "CREATE TABLE evolving (id integer PRIMARY KEY, v text)",
+]
+
+EXTRA_STEPS: list[tuple[str, list[str]]] = [
+    ("REPLICA IDENTITY NOTHING: inserts, truncate",
+     ["INSERT INTO ri_nothing VALUES (1, 'a'), (2, 'b')", "TRUNCATE ri_nothing"]),
+    ("REPLICA IDENTITY USING INDEX (with a primary key): insert, update, key-index change, delete",
+     ["INSERT INTO ri_index VALUES (1, 10, 'a'), (2, 20, 'b')",
+      "UPDATE ri_index SET v = 'a2' WHERE id = 1",
+      "UPDATE ri_index SET code = 11 WHERE id = 1",
+      "UPDATE ri_index SET id = 3 WHERE id = 2",
+      "DELETE FROM ri_index WHERE id = 1"]),
+    ("REPLICA IDENTITY USING INDEX (no primary key): insert, update, index change, delete",
+     ["INSERT INTO ri_index_nopk VALUES (1, 'x', 'a'), (2, 'y', 'b')",
+      "UPDATE ri_index_nopk SET v = 'a2' WHERE code = 1",
+      "UPDATE ri_index_nopk SET code = 5 WHERE code = 2",
+      "DELETE FROM ri_index_nopk WHERE code = 1"]),
+    ("no primary key, REPLICA IDENTITY DEFAULT: inserts",
+     ["INSERT INTO nopk_default VALUES (1, 'x'), (2, NULL)"]),
+    ("relation change while streaming: ADD COLUMN, rows, DROP COLUMN, rows",
+     ["INSERT INTO evolving VALUES (1, 'before')",
+      "ALTER TABLE evolving ADD COLUMN extra integer NOT NULL DEFAULT 7, ADD COLUMN note varchar(5)",
+      "INSERT INTO evolving VALUES (2, 'added', 8, 'n')",
+      "UPDATE evolving SET v = 'upd' WHERE id = 1",
+      "ALTER TABLE evolving DROP COLUMN v",
+      "INSERT INTO evolving (id, extra) VALUES (3, 9)",
+      "DELETE FROM evolving WHERE id = 2"]),
+    ("last marker row", ["INSERT INTO items (id, name) VALUES (1000, 'end of extras')"]),
+]
+
+
+def create_schema(conn, *, extra: bool = False) -> None:
     conn.autocommit = True
     with conn.cursor() as cur:
-        for sql in SCHEMA_SQL:
+        for sql in SCHEMA_SQL + (EXTRA_SCHEMA_SQL if extra else []):
             cur.execute(sql)
 
 
@@ -241,9 +286,9 @@ def run_steps(conn, steps: list[tuple[str, list[str]]]) -> list[tuple[str, list[
     return steps
 
 
-def run_workload(conn) -> list[tuple[str, list[str]]]:
-    """Run every step of STEPS; returns them (for logging/README)."""
-    return run_steps(conn, STEPS)
+def run_workload(conn, *, extra: bool = False) -> list[tuple[str, list[str]]]:
+    """Run every step of STEPS (then EXTRA_STEPS with `extra`); returns them (for logging/README)."""
+    return run_steps(conn, STEPS + (EXTRA_STEPS if extra else []))
 
 
 def workload_sql() -> str:
