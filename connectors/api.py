@@ -120,7 +120,8 @@ class GtidSet:
             doms: dict[int, tuple[int, int, int]] = {}
             for p in parts:
                 d, s, n = (int(x) for x in p.split("-"))
-                doms[d] = (d, s, n)
+                if d not in doms or n > doms[d][2]:  # a state list (one per server): the newest
+                    doms[d] = (d, s, n)
             return cls(mariadb=tuple(sorted(doms.values())))
         sets: dict[str, list[tuple[int, int]]] = {}
         for p in parts:
@@ -147,6 +148,8 @@ class GtidSet:
         return GtidSet(mysql=tuple((u, _merge(iv)) for u, iv in sorted(sets.items())))
 
     def contains(self, other: "GtidSet") -> bool:
+        if (other.mysql and not self.mysql) or (other.mariadb and not self.mariadb):
+            return False  # GTIDs of the other form (another server kind) are never contained
         if other.mariadb or self.mariadb:
             mine = {d: n for d, _, n in self.mariadb}
             return all(mine.get(d, -1) >= n for d, _, n in other.mariadb)

@@ -3,8 +3,7 @@
 Why not a plain `BinLogStreamReader` loop: it builds a wrapper object per packet, re-parses the
 TABLE_MAP event (including optional metadata) before every rows event and decodes every column
 through a long if-chain — about 3k single-row events/s. Here the connection and the dump
-command come from PyMySQL (the same handshake mysql-replication uses; mysql-replication's
-`GtidSet` encodes MySQL GTID sets), and:
+command come from PyMySQL (the same handshake mysql-replication uses), and:
   * the event header is unpacked with one `struct` call;
   * a TABLE_MAP whose bytes equal the previous one for that table id reuses the decoder compiled
     for (table id, map bytes, model version) — no re-parsing;
@@ -36,7 +35,7 @@ from typing import Any
 
 import pymysql
 
-from connectors.api import TerminalError, TransientError
+from connectors.api import GtidSet, TerminalError, TransientError
 from connectors.mysql import jsonbinary
 from connectors.mysql.model import Table
 from connectors.mysql.types import ZERO
@@ -436,6 +435,17 @@ class ConnectionSettings:
         return kw
 
 
+def encode_gtid_set(gtids: GtidSet) -> bytes:
+    """A MySQL GTID set as COM_BINLOG_DUMP_GTID carries it (little endian): the number of server
+    UUIDs (u64); per UUID its 16 bytes, the number of intervals (u64) and each interval as
+    (first, last + 1) — the end is exclusive on the wire."""
+    out = [struct.pack("<Q", len(gtids.mysql))]
+    for uuid, intervals in gtids.mysql:
+        out.append(bytes.fromhex(uuid.replace("-", "")) + struct.pack("<Q", len(intervals)))
+        out.extend(struct.pack("<QQ", lo, hi + 1) for lo, hi in intervals)
+    return b"".join(out)
+
+
 # Resolver: (db, table) → (model table, model version) when captured, None to skip its rows.
 Resolver = Callable[[str, str], "tuple[Table, int] | None"]
 
@@ -491,10 +501,9 @@ class BinlogStream:
         if self.is_mariadb and self.annotate:
             flags |= 0x02  # BINLOG_SEND_ANNOTATE_ROWS_EVENT
         if self.gtid_set and not self.is_mariadb:
-            from pymysqlreplication.gtid import GtidSet as _ReplGtidSet
-            enc = _ReplGtidSet(self.gtid_set)
+            enc = encode_gtid_set(GtidSet.parse(self.gtid_set))
             body = (bytes([0x1E]) + struct.pack("<HI", flags | 0x04, self.server_id) + struct.pack("<I", 0)
-                    + struct.pack("<Q", 4) + struct.pack("<I", enc.encoded_length) + enc.encoded())
+                    + struct.pack("<Q", 4) + struct.pack("<I", len(enc)) + enc)
         elif self.gtid_set:
             body = bytes([0x12]) + struct.pack("<IHI", 4, flags, self.server_id)
         else:
