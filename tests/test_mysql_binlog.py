@@ -30,8 +30,16 @@ ALL_TYPES = """CREATE TABLE {db}.alltypes (
   da DATE, t0 TIME, t3 TIME(3), t6 TIME(6), t1 TIME(1),
   dt0 DATETIME, dt3 DATETIME(3), dt6 DATETIME(6),
   ts0 TIMESTAMP NULL, ts6 TIMESTAMP(6) NULL, ts2 TIMESTAMP(2) NULL,
-  y YEAR, j JSON, g GEOMETRY, p POINT
+  y YEAR, j JSON, g GEOMETRY, p POINT,
+  tb TINYBLOB, mb MEDIUMBLOB, mt MEDIUMTEXT, lt LONGTEXT, re REAL, fp FLOAT(30), f10 FLOAT(10), nu NUMERIC(8,3),
+  ls LINESTRING, pg POLYGON, mpt MULTIPOINT, mls MULTILINESTRING, mpg MULTIPOLYGON, gc GEOMETRYCOLLECTION
 )"""
+
+_GEO = ("'LINESTRING(0 0, 1 1, 2 0)'", "'POLYGON((0 0, 1 0, 1 1, 0 0))'", "'MULTIPOINT(0 0, 1 1)'",
+        "'MULTILINESTRING((0 0, 1 1), (2 2, 3 3))'", "'MULTIPOLYGON(((0 0, 1 0, 1 1, 0 0)))'",
+        "'GEOMETRYCOLLECTION(POINT(1 1), LINESTRING(0 0, 1 1))'")
+GEO_COLUMNS = ("ls", "pg", "mpt", "mls", "mpg", "gc")
+BINARY_COLUMNS = ("bn", "vb", "bl", "lb", "tb", "mb", "g", "p", *GEO_COLUMNS)
 
 ROWS = [
     "(1, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 1.5, 2.25, 12.34, 12345678901234567890.0123456789, "
@@ -41,22 +49,25 @@ ROWS = [
     "'2020-02-29', '12:34:56', '-01:02:03.450', '838:59:59.000000', '-00:00:00.1', '2020-01-02 03:04:05', "
     "'2020-01-02 03:04:05.123', '1999-12-31 23:59:59.999999', '2020-01-02 03:04:05', "
     "'2038-01-19 03:14:07.999999', '2001-02-03 04:05:06.07', 2020, '{\"a\": [1, 2.5, \"x\"], \"b\": null}', "
-    "ST_GeomFromText('LINESTRING(0 0, 1 1)', 4326), ST_GeomFromText('POINT(1.5 -2.25)'))",
+    "ST_GeomFromText('LINESTRING(0 0, 1 1)', 4326), ST_GeomFromText('POINT(1.5 -2.25)'), x'0a0b', x'cafe', "
+    "'medium \u00e9', 'long \u4e2d', 1.1, 2.5, 1.1, 12345.678, "
+    + ", ".join(f"ST_GeomFromText({g})" for g in _GEO) + ")",
     "(2, -128, 255, -32768, 65535, -8388608, 16777215, -2147483648, 4294967295, -9223372036854775808, "
     "18446744073709551615, -3.5e38, -1.7976931348623157e308, -99999999.99, -0.0000000001, "
     "-0.000000000000000000000000000001, -1, b'0', b'0', b'0', false, '', '', '', '', '', x'', x'', x'', x'', "
     "'a', '', '1000-01-01', '-838:59:59', '-838:59:59.000', '-00:00:01.000001', '00:00:00.9', "
     "'1000-01-01 00:00:00', '9999-12-31 23:59:59.999', '1000-01-01 00:00:00.000001', '1970-01-01 00:00:01', "
     "'1970-01-01 00:00:01.000001', '2000-01-01 00:00:00', 1901, '[]', ST_GeomFromText('POINT(0 0)'), "
-    "ST_GeomFromText('POINT(0 0)', 3857))",
+    "ST_GeomFromText('POINT(0 0)', 3857), x'', x'', '', '', -1e39, -1.7976931348623157e308, -3.4e38, -0.001, "
+    + ", ".join(f"ST_GeomFromText({g}, 4326)" for g in _GEO) + ")",
     "(3, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, "
     "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, "
-    "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)",
+    "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL" + ", NULL" * 14 + ")",
     "(4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, b'1', b'1', b'1', 1, 'z', 'z', 'z', 'z', 'z', x'00', "
     "x'00', x'00', x'00', 'd', 'x,y,z', '0000-00-00', '00:00:00', '00:00:00', '00:00:00', '00:00:00', "
     "'0000-00-00 00:00:00', '0000-00-00 00:00:00', '0000-00-00 00:00:00', '0000-00-00 00:00:00', "
     "'0000-00-00 00:00:00', NULL, 0, '{\"k\": {\"n\": -1, \"big\": 12345678901234, \"s\": \"q\\\\\"\"}}', NULL, "
-    "NULL)",
+    "NULL, x'00', x'00', 'z', 'z', 0, 0, 0, 0" + ", NULL" * 6 + ")",
 ]
 
 
@@ -137,7 +148,7 @@ def _norm_ours(table: Table, row: list[Any] | None) -> dict[str, Any] | None:
             out[col.name] = col.enum_values[v - 1] if v else None
         elif base == "SET":
             out[col.name] = {o for i, o in enumerate(col.enum_values) if v >> i & 1} or None
-        elif base in ("CHAR", "VARCHAR", "TINYTEXT", "TEXT", "JSON"):
+        elif base in ("CHAR", "VARCHAR", "TINYTEXT", "TEXT", "MEDIUMTEXT", "LONGTEXT", "JSON"):
             out[col.name] = bytes(v).decode(python_codec(col.charset))
         else:
             out[col.name] = v
@@ -155,7 +166,7 @@ def _norm_theirs(table: Table, row: dict[str, Any] | None) -> dict[str, Any] | N
             v = "ZERO_OR_NULL"
         if base == "TIMESTAMP" and v == dt.datetime(1970, 1, 1):
             v = "ZERO"
-        if isinstance(v, str) and base in ("BINARY", "VARBINARY", "BLOB", "LONGBLOB"):
+        if isinstance(v, str) and base in ("BINARY", "VARBINARY", "BLOB", "TINYBLOB", "MEDIUMBLOB", "LONGBLOB"):
             v = v.encode("latin-1")
         out[col.name] = v
     return out
@@ -184,7 +195,7 @@ def test_decoder_matches_mysql_replication(mariadb: Any, mariadb_database: str, 
                 if w == "ZERO_OR_NULL":
                     w = None
                 if isinstance(v, bytes) and isinstance(w, str):
-                    w = w.encode("latin-1", "replace") if k in ("bn", "vb", "bl", "lb", "g", "p") else w
+                    w = w.encode("latin-1", "replace") if k in BINARY_COLUMNS else w
                 if v != w and not _known_mysql_replication_bug(k, v, w):
                     diffs.append((mine["id"], k, v, w))
     assert diffs == []
@@ -196,7 +207,7 @@ def _known_mysql_replication_bug(col: str, ours: Any, theirs: Any) -> bool:
     if col in ("t1", "t3", "t6") and isinstance(ours, dt.timedelta) and ours < dt.timedelta(0):
         return True
     # BLOB/BINARY values are decoded by mysql-replication as text with the 'binary' charset mapping.
-    return col in ("bn", "vb", "bl", "lb", "g", "p") and isinstance(theirs, str) and isinstance(ours, bytes)
+    return col in BINARY_COLUMNS and isinstance(theirs, str) and isinstance(ours, bytes)
 
 
 def _converted(mariadb: Any, db: str, opts: TypeOptions, unique_name: Any) -> tuple[list[dict[str, Any]], dict]:
@@ -226,7 +237,8 @@ def test_values_and_schemas_default_modes(mariadb: Any, mariadb_database: str, u
     assert r1["b1"] is True and r2["b1"] is False
     assert r1["b10"] == _b64((0b1010101010).to_bytes(2, "little"))
     assert r1["b64"] == _b64(b"\xff" * 8)
-    assert r1["bo"] == 1 or r1["bo"] is True
+    # BOOL in streamed DDL is Debezium's BOOLEAN (JdbcValueConverters.convertBoolean): true/false.
+    assert r1["bo"] is True and r2["bo"] is False and r4["bo"] is True
     assert r1["vl"] == "caf\xe9" and r1["vu"] == "\u00e9\u4e2d\U0001f600"
     assert r1["bn"] == _b64(b"\x01\x02\x00\x00")  # BINARY(4) right-padded
     assert r1["e"] == "b,c" and r1["s"] == "x,z" and r2["s"] == "" and r4["s"] == "x,y,z"
@@ -269,6 +281,32 @@ def test_values_and_schemas_default_modes(mariadb: Any, mariadb_database: str, u
     assert schemas["bl"] == {"type": "bytes", "optional": True}
     assert schemas["g"]["name"] == "io.debezium.data.geometry.Geometry"
     assert schemas["p"]["name"] == "io.debezium.data.geometry.Point"
+    assert schemas["bo"] == {"type": "boolean", "optional": True}
+    # TINYBLOB/MEDIUMBLOB/MEDIUMTEXT/LONGTEXT, REAL, FLOAT(p), NUMERIC
+    assert r1["tb"] == _b64(b"\x0a\x0b") and r1["mb"] == _b64(b"\xca\xfe") and r2["tb"] == r2["mb"] == ""
+    assert r1["mt"] == "medium \u00e9" and r1["lt"] == "long \u4e2d" and r2["mt"] == r2["lt"] == ""
+    assert schemas["tb"] == schemas["mb"] == {"type": "bytes", "optional": True}
+    assert schemas["mt"] == schemas["lt"] == {"type": "string", "optional": True}
+    # REAL is FLOAT32 (JdbcValueConverters, Types.REAL) although MariaDB stores a double: narrowed as
+    # Java's (float) does — 1.1 prints as 1.1, a value beyond float32 becomes -Infinity.
+    assert schemas["re"] == {"type": "float32", "optional": True} and r1["re"] == 1.1 and r2["re"] == "-Infinity"
+    # FLOAT(p): FLOAT32 up to p=24, FLOAT64 above (BinlogValueConverters.schemaBuilder).
+    assert schemas["fp"] == {"type": "float64", "optional": True} and r1["fp"] == 2.5
+    assert r2["fp"] == -1.7976931348623157e308
+    assert schemas["f10"] == {"type": "float32", "optional": True} and r1["f10"] == 1.1 and r2["f10"] == -3.4e38
+    assert schemas["nu"] == {"type": "bytes", "optional": True, "name": "org.apache.kafka.connect.data.Decimal",
+                             "version": 1, "parameters": {"scale": "3", "connect.decimal.precision": "8"}}
+    assert r1["nu"] == _b64((12345678).to_bytes(4, "big", signed=True)) and r2["nu"] == _b64(b"\xff")
+    # Spatial types: io.debezium.data.geometry.Geometry {wkb, srid}, the WKB the server itself reports.
+    db = mariadb_database
+    wkb = mariadb.query(f"SELECT {', '.join(f'ST_AsBinary({c})' for c in GEO_COLUMNS)} FROM {db}.alltypes "
+                        f"WHERE id = 1")[0]
+    for col, expect in zip(GEO_COLUMNS, wkb, strict=True):
+        assert schemas[col]["name"] == "io.debezium.data.geometry.Geometry", col
+        assert [f["field"] for f in schemas[col]["fields"]] == ["wkb", "srid"], col
+        assert r1[col] == {"wkb": _b64(bytes(expect)), "srid": 0}, col
+        assert r2[col]["srid"] == 4326 and r2[col]["wkb"] == r1[col]["wkb"], col
+        assert r4[col] is None, col
 
 
 @pytest.mark.parametrize("mode", ["base64", "base64-url-safe", "hex"])
@@ -298,6 +336,65 @@ def test_decimal_bigint_time_modes(mariadb: Any, mariadb_database: str, unique_n
     assert rows[0]["dec1"] == 12.34 and schemas["dec1"] == {"type": "float64", "optional": True}
     assert schemas["t3"]["name"] == "io.debezium.time.Time" and rows[0]["t3"] == -3723450
     assert schemas["t6"]["name"] == "io.debezium.time.MicroTime"
+
+
+def test_snapshot_ddl_forms_of_bool_and_real(mariadb: Any, mariadb_database: str, unique_name: Any) -> None:
+    """The schema snapshot reads SHOW CREATE TABLE, where BOOL is `tinyint(1)` and REAL/FLOAT(30)
+    are `double`: Debezium then emits INT16 1/0 and FLOAT64 (its TinyIntOneToBooleanConverter is
+    opt-in), not the BOOLEAN/FLOAT32 of the streamed DDL."""
+    db = mariadb_database
+    file, pos, _ = _load(mariadb, db)
+    tables = Tables()
+    DdlParser(tables).apply(mariadb.query(f"SHOW CREATE TABLE {db}.alltypes")[0][1], db)
+    table = tables.get(db, "alltypes")
+    assert table is not None
+    defs = {c.name: column_def(c, TypeOptions()) for c in table.columns}
+    after = {c.name: v for c, v in zip(table.columns, _ours(mariadb, tables, file, pos, unique_name.server_id())[0][2],
+                                       strict=True)}
+    assert table.column("bo").type_name == "TINYINT" and defs["bo"].schema.to_json() == {"type": "int16",
+                                                                                          "optional": True}
+    assert defs["bo"].convert(after["bo"]) == 1 and defs["bo"].convert(0) == 0
+    assert table.column("re").type_name == "DOUBLE" and defs["re"].schema.to_json()["type"] == "float64"
+    assert defs["re"].convert(after["re"]) == 1.1 and defs["fp"].convert(after["fp"]) == 2.5
+
+
+@pytest.mark.parametrize("adjust", [True, False])
+def test_time_adjuster(mariadb: Any, mariadb_database: str, unique_name: Any, adjust: bool) -> None:
+    """enable.time.adjuster (Debezium's adjustTemporal): DATE/DATETIME years 0-69 → 2000s, 70-99 →
+    1900s when on, untouched when off. YEAR is adjusted either way (convertYearToInt calls the
+    static adjustTemporal) — binlog YEAR/YEAR(2) values are already full years, a snapshot read of
+    YEAR(2) gives the two digits."""
+    db = mariadb_database
+    ddl = f"CREATE TABLE {db}.adj (id INT PRIMARY KEY, d DATE, dt DATETIME(3), y2 YEAR(2), y4 YEAR)"
+    mariadb.execute(ddl)
+    with contextlib.closing(mariadb.connect()) as conn, conn.cursor() as cur:
+        file, pos, _ = current_position(cur)
+        cur.execute(f"INSERT INTO {db}.adj VALUES (1, '0005-03-01', '0069-12-31 10:00:00.5', 5, 2005), "
+                    f"(2, '0070-01-01', '0099-01-01 00:00:00', 99, 1999), (3, '1999-02-03', '2000-01-01', 0, 2000)")
+    tables = _model(db, ddl)
+    table = tables.get(db, "adj")
+    assert table is not None
+    opts = TypeOptions.from_config({"enable.time.adjuster": str(adjust).lower()})
+    assert opts.time_adjuster is adjust
+    defs = [column_def(c, opts) for c in table.columns]
+    rows = [{d.name: d.convert(v) for d, v in zip(defs, after, strict=True)}
+            for _op, _b, after in _ours(mariadb, tables, file, pos, unique_name.server_id())]
+
+    def days(y: int, m: int, d: int) -> int:
+        return (dt.date(y, m, d) - dt.date(1970, 1, 1)).days
+
+    def millis(*args: int) -> int:
+        return int((dt.datetime(*args) - dt.datetime(1970, 1, 1)).total_seconds() * 1000)
+
+    if adjust:
+        assert [r["d"] for r in rows] == [days(2005, 3, 1), days(1970, 1, 1), days(1999, 2, 3)]
+        assert [r["dt"] for r in rows] == [millis(2069, 12, 31, 10) + 500, millis(1999, 1, 1), millis(2000, 1, 1)]
+    else:
+        assert [r["d"] for r in rows] == [days(5, 3, 1), days(70, 1, 1), days(1999, 2, 3)]
+        assert [r["dt"] for r in rows] == [millis(69, 12, 31, 10) + 500, millis(99, 1, 1), millis(2000, 1, 1)]
+    assert [(r["y2"], r["y4"]) for r in rows] == [(2005, 2005), (1999, 1999), (2000, 2000)]
+    year = {d.name: d for d in defs}["y2"]
+    assert [year.convert(v) for v in (5, 69, 70, 99, 1901)] == [2005, 2069, 1970, 1999, 1901]  # snapshot reads
 
 
 def test_zero_dates_not_null_and_defaults(mariadb: Any, mariadb_database: str, unique_name: Any) -> None:

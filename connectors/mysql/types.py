@@ -285,9 +285,11 @@ def converter(col: Column, opts: TypeOptions, schema: Schema | None = None) -> C
             return {"wkb": b64(wkb), "srid": srid}
         return conv_geo
     if base == "YEAR":
+        # Always adjusted: Debezium's convertYearToInt calls the static adjustTemporal whatever
+        # enable.time.adjuster says (that setting only reaches DATE/DATETIME/TIMESTAMP). Binlog
+        # YEAR values are 1901..2155 already; a snapshot read of YEAR(2) gives 0..99.
         def conv_year(v: Any) -> Any:
-            y = v.year if isinstance(v, dt.date) else int(v)
-            return _adjust_year(y) if adjust else y
+            return _adjust_year(v.year if isinstance(v, dt.date) else int(v))
         return conv_year
     if base in ("ENUM", "SET"):
         options = list(col.enum_values)
@@ -407,7 +409,10 @@ _F32 = struct.Struct("<f")
 def _float32(v: Any) -> Any:
     """A FLOAT column value as Java's float prints it: the shortest decimal that reads back as the
     same float32 (1.1f → 1.1, not the widened double 1.100000023841858)."""
-    f = _F32.unpack(_F32.pack(float(v)))[0] if isinstance(v, float) else float(v)
+    try:
+        f = _F32.unpack(_F32.pack(float(v)))[0] if isinstance(v, float) else float(v)
+    except OverflowError:  # beyond float32 (a REAL column holds doubles): Java's narrowing gives ±Infinity
+        return "Infinity" if float(v) > 0 else "-Infinity"
     if f != f or f in (float("inf"), float("-inf")):
         return _float(f)
     for digits in range(6, 10):
