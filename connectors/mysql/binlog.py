@@ -28,6 +28,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import socket
+import ssl
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -417,21 +418,28 @@ class Event:
 
 @dataclass
 class ConnectionSettings:
+    """How to reach the server. `ssl_mode` is one of tls.MODES; `ssl_context` is built by
+    `tls.ssl_context` for the modes that need one (required and the verifying modes)."""
+
     host: str
     port: int
     user: str
     password: str
     connect_timeout: float = 30.0
     read_timeout: float | None = None
-    ssl: dict[str, Any] | None = None
+    ssl_mode: str = "preferred"
+    ssl_context: ssl.SSLContext | None = field(default=None, repr=False, compare=False)
 
     def pymysql_kwargs(self) -> dict[str, Any]:
         kw: dict[str, Any] = {"host": self.host, "port": self.port, "user": self.user, "password": self.password,
                               "connect_timeout": self.connect_timeout, "autocommit": True, "charset": "utf8mb4"}
         if self.read_timeout:
             kw["read_timeout"] = self.read_timeout
-        if self.ssl:
-            kw["ssl"] = self.ssl
+        if self.ssl_mode == "disabled":
+            kw["ssl_disabled"] = True
+        elif self.ssl_context is not None:
+            kw["ssl"] = self.ssl_context  # PyMySQL then requires TLS (error 2026 when the server has none)
+        # preferred: PyMySQL's default — TLS when the server offers it, certificate not checked
         return kw
 
 
@@ -728,9 +736,20 @@ def connection_error(e: pymysql.err.MySQLError, s: ConnectionSettings, *,
     has reached it (a restart in progress), but a set-up error at the very first start: retrying
     a wrong host or port forever helps nobody."""
     code = e.args[0] if e.args else 0
+    text = str(e.args[-1]) if e.args else str(e)
     if code == 1045:
         return TerminalError(f"access denied for user {s.user!r} at {s.host}:{s.port} (wrong password?)",
                              "check database.user / database.password")
+    if code == 2026:  # CR_SSL_CONNECTION_ERROR: TLS required, the server offers none
+        return TerminalError(f"the server at {s.host}:{s.port} does not offer TLS, but database.ssl.mode="
+                             f"{s.ssl_mode} requires it",
+                             "enable TLS on the server (ssl_cert/ssl_key), or set database.ssl.mode=preferred "
+                             "or disabled")
+    if "certificate" in text.lower() or "hostname" in text.lower():  # verification failed: not a passing fault
+        return TerminalError(f"TLS with {s.host}:{s.port} failed (database.ssl.mode={s.ssl_mode}): {text}",
+                             "database.ssl.truststore must hold the CA that signed the server's certificate; "
+                             "verify_identity also needs the certificate to name database.hostname; "
+                             "database.ssl.mode=required encrypts without checking the certificate")
     if code in (2003, 2005, 2006, 2013):
         cls = TransientError if unreachable_is_transient else TerminalError
         return cls(f"cannot reach the database at {s.host}:{s.port}: {e.args[-1]}",

@@ -18,13 +18,16 @@ from typing import Any
 import pymysql
 
 from connectors.api import GtidSet, TerminalError
+from connectors.mysql import tls
 from connectors.mysql.binlog import ConnectionSettings, connection_error, recovery_hint
 
 
 def settings_from_props(props: Mapping[str, Any]) -> ConnectionSettings:
+    mode = tls.ssl_mode(props)
     return ConnectionSettings(str(props.get("database.hostname", "localhost")), int(props.get("database.port", 3306)),
                               str(props.get("database.user", "")), str(props.get("database.password", "") or ""),
-                              float(props.get("connect.timeout.ms", 30000)) / 1000)
+                              float(props.get("connect.timeout.ms", 30000)) / 1000,
+                              ssl_mode=mode, ssl_context=tls.ssl_context(props, mode))
 
 
 def connect(s: ConnectionSettings, *, unreachable_is_transient: bool = False) -> pymysql.connections.Connection:
