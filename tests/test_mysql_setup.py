@@ -81,3 +81,14 @@ def test_unreachable_is_terminal_only_before_the_first_connect(mariadb_factory: 
     with pytest.raises(TerminalError, match="cannot reach the database") as err:
         MySqlSource(fresh, until_caught_up=True).open(None)
     assert not err.value.transient and "database.hostname/database.port" in (err.value.hint or "")
+
+
+def test_connection_settings_never_show_the_password() -> None:
+    from connectors.mysql.binlog import ConnectionSettings
+
+    s = setup.settings_from_props({"database.hostname": "db.example", "database.user": "cdc",
+                                   "database.password": "s3cr3t-pw", "database.ssl.mode": "required"})
+    for text in (repr(s), str(s), f"{s}", repr([s]), repr(ConnectionSettings("h", 1, "u", "s3cr3t-pw"))):
+        assert "s3cr3t-pw" not in text and "password" not in text, text
+    assert "db.example" in repr(s) and "cdc" in repr(s)
+    assert s.password == "s3cr3t-pw" and s.pymysql_kwargs()["password"] == "s3cr3t-pw"

@@ -424,7 +424,7 @@ class ConnectionSettings:
     host: str
     port: int
     user: str
-    password: str
+    password: str = field(repr=False)  # never in logs or error text that prints the settings
     connect_timeout: float = 30.0
     read_timeout: float | None = None
     ssl_mode: str = "preferred"
