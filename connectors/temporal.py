@@ -159,8 +159,14 @@ def format_zoned_timestamp(epoch_micros: int, fraction_width: int | None = None)
     return f"{_iso_year(y)}-{m:02d}-{d:02d}T{hh:02d}:{mm:02d}:{ss:02d}{_iso_fraction(micros, fraction_width)}Z"
 
 
+def format_iso_date(days: int) -> str:
+    """Debezium IsoDate text (ISO_OFFSET_DATE at UTC), e.g. '2018-06-20Z'."""
+    y, m, d = civil_from_days(days)
+    return f"{_iso_year(y)}-{m:02d}-{d:02d}Z"
+
+
 def format_zoned_time(micros_of_day: int) -> str:
-    """Debezium ZonedTime text (ISO_OFFSET_TIME, UTC), e.g. '10:15:30.5Z'."""
+    """Debezium ZonedTime / IsoTime text (ISO_OFFSET_TIME, UTC), e.g. '10:15:30.5Z'."""
     secs, micros = divmod(micros_of_day, MICROS_PER_SECOND)
     hh, rem = divmod(secs, 3600)
     mm, ss = divmod(rem, 60)
@@ -409,29 +415,40 @@ ZONED_TIMESTAMP_SCHEMA = prim("string", name="io.debezium.time.ZonedTimestamp", 
 ZONED_TIME_SCHEMA = prim("string", name="io.debezium.time.ZonedTime", version=1)
 MICRO_DURATION_SCHEMA = prim("int64", name="io.debezium.time.MicroDuration", version=1)
 INTERVAL_SCHEMA = prim("string", name="io.debezium.time.Interval", version=1)
+ISO_DATE_SCHEMA = prim("string", name="io.debezium.time.IsoDate", version=1)
+ISO_TIME_SCHEMA = prim("string", name="io.debezium.time.IsoTime", version=1)
+ISO_TIMESTAMP_SCHEMA = prim("string", name="io.debezium.time.IsoTimestamp", version=1)
+
+# time.precision.mode values with one schema whatever the column's precision (TemporalPrecisionMode).
+_FIXED_TIME = {"isostring": ISO_TIME_SCHEMA, "microseconds": MICRO_TIME_SCHEMA, "nanoseconds": NANO_TIME_SCHEMA,
+               "adaptive_time_microseconds": MICRO_TIME_SCHEMA, "connect": CONNECT_TIME_SCHEMA}
+_FIXED_TIMESTAMP = {"isostring": ISO_TIMESTAMP_SCHEMA, "microseconds": MICRO_TIMESTAMP_SCHEMA,
+                    "nanoseconds": NANO_TIMESTAMP_SCHEMA, "connect": CONNECT_TIMESTAMP_SCHEMA}
+_DATE = {"isostring": ISO_DATE_SCHEMA, "connect": CONNECT_DATE_SCHEMA}
 
 
 def time_schema(mode: str, precision: int) -> Schema:
     """TIME schema by time.precision.mode and fractional-second precision (JdbcValueConverters)."""
-    if mode == "adaptive_time_microseconds":
-        return MICRO_TIME_SCHEMA
-    if mode == "adaptive":
-        if precision <= 3:
-            return TIME_SCHEMA
-        return MICRO_TIME_SCHEMA if precision <= 6 else NANO_TIME_SCHEMA
-    return CONNECT_TIME_SCHEMA
+    fixed = _FIXED_TIME.get(mode)
+    if fixed is not None:
+        return fixed
+    if precision <= 3:
+        return TIME_SCHEMA
+    return MICRO_TIME_SCHEMA if precision <= 6 else NANO_TIME_SCHEMA
 
 
 def timestamp_schema(mode: str, precision: int) -> Schema:
-    if mode in ("adaptive", "adaptive_time_microseconds"):
-        if precision <= 3:
-            return TIMESTAMP_SCHEMA
-        return MICRO_TIMESTAMP_SCHEMA if precision <= 6 else NANO_TIMESTAMP_SCHEMA
-    return CONNECT_TIMESTAMP_SCHEMA
+    fixed = _FIXED_TIMESTAMP.get(mode)
+    if fixed is not None:
+        return fixed
+    if precision <= 3:
+        return TIMESTAMP_SCHEMA
+    return MICRO_TIMESTAMP_SCHEMA if precision <= 6 else NANO_TIMESTAMP_SCHEMA
 
 
 def date_schema(mode: str) -> Schema:
-    return DATE_SCHEMA if mode in ("adaptive", "adaptive_time_microseconds") else CONNECT_DATE_SCHEMA
+    """io.debezium.time.Date in every mode but isostring and connect."""
+    return _DATE.get(mode, DATE_SCHEMA)
 
 
 def float_or_special(text: str) -> float | str:

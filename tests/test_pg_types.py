@@ -268,6 +268,38 @@ def test_temporal_helpers() -> None:
     assert T.civil_from_days(T.days_from_civil(-43, 3, 15)) == (-43, 3, 15)
 
 
+@pytest.mark.parametrize("mode, expect", [
+    # values as Debezium 3.6 emitted them (conformance variants time-isostring/-microseconds/-nanoseconds)
+    ("isostring", {"date": ("io.debezium.time.IsoDate", "2018-06-20Z"),
+                   "time3": ("io.debezium.time.IsoTime", "15:13:16.945Z"),
+                   "time": ("io.debezium.time.IsoTime", "00:00:00.5Z"),
+                   "ts0": ("io.debezium.time.IsoTimestamp", "1969-12-31T23:59:59Z"),
+                   "ts": ("io.debezium.time.IsoTimestamp", "2018-06-20T15:13:16.945104Z")}),
+    ("microseconds", {"date": ("io.debezium.time.Date", 17702),
+                      "time3": ("io.debezium.time.MicroTime", 54796945000),
+                      "time": ("io.debezium.time.MicroTime", 500000),
+                      "ts0": ("io.debezium.time.MicroTimestamp", -1000000),
+                      "ts": ("io.debezium.time.MicroTimestamp", 1529507596945104)}),
+    ("nanoseconds", {"date": ("io.debezium.time.Date", 17702),
+                     "time3": ("io.debezium.time.NanoTime", 54796945000000),
+                     "time": ("io.debezium.time.NanoTime", 500000000),
+                     "ts0": ("io.debezium.time.NanoTimestamp", -1000000000),
+                     "ts": ("io.debezium.time.NanoTimestamp", 1529507596945104000),
+                     "ts_early": ("io.debezium.time.NanoTimestamp", None)}),  # beyond int64 nanoseconds
+])
+def test_time_precision_modes(all_types: Any, mode: str, expect: dict[str, tuple[str, Any]]) -> None:
+    registry = TypeRegistry(all_types)
+    modes = TypeModes(time_precision=mode)
+    cols = {"date": (1082, -1, "2018-06-20"), "time3": (1083, 3, "15:13:16.945"), "time": (1083, -1, "00:00:00.5"),
+            "ts0": (1114, 0, "1969-12-31 23:59:59"), "ts": (1114, -1, "2018-06-20 15:13:16.945104"),
+            "ts_early": (1114, -1, "0001-01-01 00:00:00.00001")}
+    for name, (schema_name, value) in expect.items():
+        oid, typmod, text = cols[name]
+        m = column_mapping(ColumnInfo(name, 1, oid, typmod), registry, modes)
+        assert m is not None and m.schema.name == schema_name, name
+        assert m.convert(text) == value, name
+
+
 def test_toast_placeholder_and_params() -> None:
     modes = TypeModes()
     assert toast_placeholder(prim("string", True), modes) == "__debezium_unavailable_value"

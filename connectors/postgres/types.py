@@ -62,7 +62,7 @@ class TypeModes:
     """Type-related connector options (Debezium property names in `from_config`)."""
 
     decimal: str = "precise"  # decimal.handling.mode: precise | double | string
-    time_precision: str = "adaptive"  # adaptive | adaptive_time_microseconds | connect
+    time_precision: str = "adaptive"  # adaptive | adaptive_time_microseconds | connect | isostring | micro/nanoseconds
     hstore: str = "json"  # json | map
     interval: str = "numeric"  # numeric | string
     binary: str = "bytes"  # bytes | base64 | base64-url-safe | hex
@@ -460,17 +460,38 @@ def _interval_mapping(modes: TypeModes) -> tuple[Schema, Converter]:
 
 def _time_mapping(scale: int, modes: TypeModes) -> tuple[Schema, Converter]:
     schema = T.time_schema(modes.time_precision, scale)
-    if schema.name in ("io.debezium.time.MicroTime",):
+    if schema is T.MICRO_TIME_SCHEMA:
         return schema, T.parse_time_micros
+    if schema is T.NANO_TIME_SCHEMA:
+        return schema, lambda s: T.parse_time_micros(s) * 1000
+    if schema is T.ISO_TIME_SCHEMA:
+        return schema, lambda s: T.format_zoned_time(T.parse_time_micros(s))
     # Time (ms) and Connect Time both carry millis of day (truncated, Duration.toMillis).
     return schema, lambda s: T.parse_time_micros(s) // 1000
 
 
 def _timestamp_mapping(scale: int, modes: TypeModes) -> tuple[Schema, Converter]:
     schema = T.timestamp_schema(modes.time_precision, scale)
-    if schema.name == "io.debezium.time.MicroTimestamp":
+    if schema is T.MICRO_TIMESTAMP_SCHEMA:
         return schema, T.pg_timestamp_to_micros
+    if schema is T.NANO_TIMESTAMP_SCHEMA:
+        return schema, _nano_timestamp
+    if schema is T.ISO_TIMESTAMP_SCHEMA:
+        return schema, lambda s: T.format_zoned_timestamp(T.pg_timestamp_to_micros(s))
     return schema, lambda s: T.pg_timestamp_to_micros(s) // 1000
+
+
+def _nano_timestamp(s: str) -> int | None:
+    # Nanoseconds since the epoch overflow int64 before 1677 / after 2262: Debezium sends null.
+    n = T.pg_timestamp_to_micros(s) * 1000
+    return n if -(1 << 63) <= n < (1 << 63) else None
+
+
+def _date_mapping(modes: TypeModes) -> tuple[Schema, Converter]:
+    schema = T.date_schema(modes.time_precision)
+    if schema is T.ISO_DATE_SCHEMA:
+        return schema, lambda s: T.format_iso_date(T.pg_date_to_days(s))
+    return schema, T.pg_date_to_days
 
 
 def _binary_mapping(modes: TypeModes) -> tuple[Schema, Converter]:
@@ -534,7 +555,7 @@ def _type_mapping(info: TypeInfo, length: int, scale: int, registry: TypeRegistr
     if oid == TIMESTAMP:
         return _timestamp_mapping(scale, modes)
     if oid == DATE:
-        return T.date_schema(modes.time_precision), T.pg_date_to_days
+        return _date_mapping(modes)
     if oid == INTERVAL:
         return _interval_mapping(modes)
     if oid == BYTEA:

@@ -7,7 +7,7 @@ Output: one JSON object per line, ``{"topic", "key", "value"}`` (the shape of Ti
 sink) plus ``"headers"`` (``[[name, value], ...]``) when the record carries Connect headers (e.g.
 ``__debezium.oldkey`` / ``__debezium.newkey`` on a primary-key change).
 
-The child stops when ``expected`` records arrived, or after ``idle`` quiet seconds (once at least
+The child stops when ``expected`` records arrived (and 2 s passed without more), or after ``idle`` quiet seconds (once at least
 one record arrived, or ``first_record_timeout`` seconds after start when none did), and always by
 ``timeout``. Offsets live next to the output file, so a second run continues where one stopped.
 """
@@ -46,10 +46,12 @@ def run_debezium(
     first_record_timeout: float = 60.0,
     jvm_opts: list[str] | None = None,
     log: str | os.PathLike[str] | None = None,
+    allow_fewer: bool = False,
 ) -> list[dict]:
     """Run Debezium on ``props`` (plain connector properties) and return the records written to
     ``out`` by this run (the file is truncated first). Raises DebeziumRunError if the child fails
-    or, when ``expected`` is given, if fewer records arrived before the deadline."""
+    or, when ``expected`` is given, if fewer records arrived before the deadline (unless
+    ``allow_fewer``: the caller compares the records itself)."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("")
@@ -75,7 +77,7 @@ def run_debezium(
     if rc != 0:
         tail = log_path.read_text(errors="replace")[-3000:]
         raise DebeziumRunError(f"Debezium child exited with {rc}; log {log_path}:\n{tail}")
-    if expected is not None and len(records) < expected:
+    if expected is not None and len(records) < expected and not allow_fewer:
         raise DebeziumRunError(f"Debezium emitted {len(records)} records, expected {expected}; log: {log_path}")
     return records
 
@@ -165,9 +167,8 @@ def _child(a: argparse.Namespace) -> int:
             reason = "engine stopped"
             break
         n = seen["n"]
-        if a.expected is not None and n >= a.expected:
-            time.sleep(0.5)  # let a batch in flight land, then stop
-            reason = "expected count"
+        if a.expected is not None and n >= a.expected and time.time() - seen["last"] > 2.0:
+            reason = "expected count"  # and 2 quiet seconds, so records beyond it are seen too
             break
         if n and time.time() - seen["last"] > a.idle:
             reason = "idle"

@@ -243,6 +243,10 @@ EXTRA_STEPS: list[tuple[str, list[str]]] = [
       "ALTER TABLE evolving DROP COLUMN v",
       "INSERT INTO evolving (id, extra) VALUES (3, 9)",
       "DELETE FROM evolving WHERE id = 2"]),
+    ("temporal values with short fractions, early years, 24:00 (ISO/fixed-precision time modes)",
+     ["INSERT INTO all_types (c_time3, c_time, c_ts3, c_ts, c_date, c_timestamptz, c_timetz) VALUES "
+      "('10:00:00.12', '00:00:00.5', '2020-01-01 00:00:00.5', '0001-01-01 00:00:00.000010', '0001-01-01', "
+      "'2020-01-01 00:00:00.25+00', '10:00:00.5+00')"]),
     ("last marker row", ["INSERT INTO items (id, name) VALUES (1000, 'end of extras')"]),
 ]
 
