@@ -427,23 +427,22 @@ _FIXED_TIMESTAMP = {"isostring": ISO_TIMESTAMP_SCHEMA, "microseconds": MICRO_TIM
 _DATE = {"isostring": ISO_DATE_SCHEMA, "connect": CONNECT_DATE_SCHEMA}
 
 
-def time_schema(mode: str, precision: int) -> Schema:
-    """TIME schema by time.precision.mode and fractional-second precision (JdbcValueConverters)."""
-    fixed = _FIXED_TIME.get(mode)
+def _adaptive(fixed: Schema | None, precision: int, milli: Schema, micro: Schema, nano: Schema) -> Schema:
     if fixed is not None:
         return fixed
     if precision <= 3:
-        return TIME_SCHEMA
-    return MICRO_TIME_SCHEMA if precision <= 6 else NANO_TIME_SCHEMA
+        return milli
+    return micro if precision <= 6 else nano
+
+
+def time_schema(mode: str, precision: int) -> Schema:
+    """TIME schema by time.precision.mode and fractional-second precision (JdbcValueConverters)."""
+    return _adaptive(_FIXED_TIME.get(mode), precision, TIME_SCHEMA, MICRO_TIME_SCHEMA, NANO_TIME_SCHEMA)
 
 
 def timestamp_schema(mode: str, precision: int) -> Schema:
-    fixed = _FIXED_TIMESTAMP.get(mode)
-    if fixed is not None:
-        return fixed
-    if precision <= 3:
-        return TIMESTAMP_SCHEMA
-    return MICRO_TIMESTAMP_SCHEMA if precision <= 6 else NANO_TIMESTAMP_SCHEMA
+    return _adaptive(_FIXED_TIMESTAMP.get(mode), precision, TIMESTAMP_SCHEMA, MICRO_TIMESTAMP_SCHEMA,
+                     NANO_TIMESTAMP_SCHEMA)
 
 
 def date_schema(mode: str) -> Schema:
