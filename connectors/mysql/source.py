@@ -23,6 +23,8 @@ the source stops at the first transaction boundary at or past it (the dump is al
 so the server's EOF ends it). `--max-seconds` and SIGTERM stop at the next event boundary with
 the exact offset. A server shutdown (EOF on a blocking dump) or a dropped connection is a
 TransientError: the engine reconnects with capped exponential backoff from the stored offset.
+A server that cannot be reached at the very first start is a set-up error instead (one message,
+no retries): the source remembers per config object whether the server was ever reached.
 
 Transaction metadata (`provide.transaction.metadata`): BEGIN before a transaction's first
 emitted event and END after it on `<prefix>.transaction`, and the envelope's `transaction` block.
