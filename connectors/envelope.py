@@ -7,11 +7,16 @@ tests/golden/). Payload builders are plain dict literals: they run once per even
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from connectors.api import Record
 from connectors.schema import Schema, prim, struct
+
+if TYPE_CHECKING:
+    from connectors.tableschema import TableSchema
 
 VERSION = "3.6.0.Final"  # the Debezium event format we reproduce; consumers may read it
 
@@ -111,3 +116,29 @@ def key_header(key_schema: Schema | None, key: Any) -> bytes:
 def time_fields(ts_ns: int) -> tuple[int, int, int]:
     """(ms, µs, ns) from nanoseconds since the epoch."""
     return ts_ns // 1_000_000, ts_ns // 1_000, ts_ns
+
+
+NEWKEY = "__debezium.newkey"
+OLDKEY = "__debezium.oldkey"
+
+
+def key_change(out: list[Record], ts: TableSchema, old_key: Any, new_key: Any, before: Any, after: Any,
+               source: dict[str, Any], block: Callable[[], Any], *, skipped: set[str] | frozenset[str],
+               tombstones: bool, offset: Any = None, pos: Sequence[Any] = (None, None, None)) -> None:
+    """An update that changed the primary key, as Debezium emits it for every connector: DELETE
+    under the old key with header `__debezium.newkey`, its tombstone (same header), then CREATE
+    under the new key with header `__debezium.oldkey`. `block()` is called once per emitted
+    change event, in order (transaction counters); `pos` gives the delete/tombstone/create
+    record positions."""
+    if "d" not in skipped:
+        newkey = ((NEWKEY, key_header(ts.key_schema, new_key)),)
+        value = change_value(before, None, source, "d", block())
+        out.append(Record(ts.topic, old_key, value, ts.key_schema, ts.envelope_schema, newkey, ts.collection,
+                          offset, pos[0]))
+        if tombstones:
+            out.append(Record(ts.topic, old_key, None, ts.key_schema, ts.envelope_schema, newkey, ts.collection,
+                              offset, pos[1]))
+    if "c" not in skipped:
+        value = change_value(None, after, source, "c", block())
+        out.append(Record(ts.topic, new_key, value, ts.key_schema, ts.envelope_schema,
+                          ((OLDKEY, key_header(ts.key_schema, old_key)),), ts.collection, offset, pos[2]))

@@ -89,7 +89,6 @@ from connectors.topics import TopicNamer
 
 log = logging.getLogger(__name__)
 
-NEWKEY, OLDKEY = "__debezium.newkey", "__debezium.oldkey"
 SYSTEM_DBS = ("mysql", "information_schema", "performance_schema", "sys")
 
 
@@ -392,19 +391,9 @@ class MySqlSource:
         if rc.op == "u" and ts.key_names:
             old_key, new_key = ts.key(rc.before), ts.key(rc.after)  # type: ignore[arg-type]
             if old_key != new_key:
-                # A primary-key change: DELETE (old key) + tombstone + CREATE (new key), as Debezium.
-                before, after = ts.row(rc.before), ts.row(rc.after)  # type: ignore[arg-type]
-                if "d" not in self.skipped:
-                    value = env.change_value(before, None, src, "d", self._block(out, rc, coll))
-                    out.append(Record(ts.topic, old_key, value, ts.key_schema, ts.envelope_schema,
-                                      ((NEWKEY, env.key_header(ts.key_schema, new_key)),), coll, off, pos))
-                    if self.tombstones:
-                        out.append(Record(ts.topic, old_key, None, ts.key_schema, ts.envelope_schema, (), coll,
-                                          off, pos))
-                if "c" not in self.skipped:
-                    value = env.change_value(None, after, src, "c", self._block(out, rc, coll))
-                    out.append(Record(ts.topic, new_key, value, ts.key_schema, ts.envelope_schema,
-                                      ((OLDKEY, env.key_header(ts.key_schema, old_key)),), coll, off, pos))
+                env.key_change(out, ts, old_key, new_key, ts.row(rc.before), ts.row(rc.after),  # type: ignore[arg-type]
+                               src, lambda: self._block(out, rc, coll), skipped=self.skipped,
+                               tombstones=self.tombstones, offset=off, pos=(pos, pos, pos))
                 return
         if rc.op in self.skipped:
             return

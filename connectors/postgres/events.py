@@ -43,8 +43,6 @@ def message_value_schema(binary_mode: str) -> Schema:
 # Debezium counts logical messages in END's data_collections under this (Java object) name.
 MESSAGE_COLLECTION = "io.debezium.connector.postgresql.LogicalDecodingMessageMonitor$LogicalDecodingMessageId"
 
-NEWKEY = "__debezium.newkey"
-OLDKEY = "__debezium.oldkey"
 MAX_SUB = (1 << 64) - 1
 
 
@@ -126,22 +124,10 @@ class PgEventFactory:
     def _key_change(self, out: list[Record], tx: Tx, ts: TableSchema, lsn: int, pos: tuple[int, int, int],
                     old_key: Any, new_key: Any, before: Any, after: Any, skipped: set[str],
                     tombstones: bool) -> None:
-        """A primary-key update becomes DELETE (old key) + tombstone + CREATE (new key), with the
-        other key in a header, as Debezium does."""
         c, l_, _ = pos
-        if "d" not in skipped:
-            block = self._block(out, tx, ts.collection, lsn)
-            value = env.change_value(before, None, self._source(tx, ts.namespace, ts.table, lsn), "d", block)
-            out.append(Record(ts.topic, old_key, value, ts.key_schema, ts.envelope_schema,
-                              ((NEWKEY, env.key_header(ts.key_schema, new_key)),), ts.collection, None, (c, l_, 0)))
-            if tombstones:
-                out.append(Record(ts.topic, old_key, None, ts.key_schema, ts.envelope_schema, (), ts.collection,
-                                  None, (c, l_, 1)))
-        if "c" not in skipped:
-            block = self._block(out, tx, ts.collection, lsn)
-            value = env.change_value(None, after, self._source(tx, ts.namespace, ts.table, lsn), "c", block)
-            out.append(Record(ts.topic, new_key, value, ts.key_schema, ts.envelope_schema,
-                              ((OLDKEY, env.key_header(ts.key_schema, old_key)),), ts.collection, None, (c, l_, 2)))
+        env.key_change(out, ts, old_key, new_key, before, after, self._source(tx, ts.namespace, ts.table, lsn),
+                       lambda: self._block(out, tx, ts.collection, lsn), skipped=skipped, tombstones=tombstones,
+                       pos=((c, l_, 0), (c, l_, 1), (c, l_, 2)))
 
     def truncate(self, out: list[Record], tx: Tx, ts: TableSchema, lsn: int, pos: tuple[int, int, int]) -> None:
         block = self._block(out, tx, ts.collection, lsn)
