@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import functools
 import logging
+import os
 import re
 import signal
 import sys
@@ -209,7 +212,39 @@ def demo(workdir: Path = typer.Option(Path("./demo-run"), "--workdir", help="Whe
 
 
 def main() -> None:
-    app()
+    """Entry point: run the command, then leave without interpreter finalization.
+
+    Every command has finished its work when `app` returns: the engine loop ended, sinks are
+    closed (Kafka flushed, jsonl fsynced), Delta commits and offsets are written synchronously.
+    What can still be alive are native threads: pyarrow's I/O pool may hold read-ahead buffers of
+    a Delta scan (the offsets table, the MySQL schema history) that wrap Python objects. When
+    such a future completes while Py_FinalizeEx runs, its thread calls PyGILState_Ensure, Python
+    ends it with pthread_exit, the forced unwind meets a noexcept C++ destructor and
+    std::terminate aborts the process ("terminate called without an active exception", SIGABRT,
+    after the work was done; apache/arrow#34314, #39862). So: run the atexit handlers (logging
+    shutdown, embedded-server clean-up), flush stdout/stderr, and `os._exit` — no finalization,
+    no race, and the exit code is the command's.
+    """
+    code = 1
+    try:
+        app()
+        code = 0
+    except SystemExit as e:
+        if isinstance(e.code, int):
+            code = e.code
+        elif e.code is None:
+            code = 0
+        else:  # a message instead of a code, as sys.exit("...") gives
+            print(e.code, file=sys.stderr)
+    except KeyboardInterrupt:
+        code = 130
+    except BaseException as e:  # noqa: BLE001 - anything else still leaves through os._exit below
+        print(f"tidemark: error: unexpected {type(e).__name__}: {e}", file=sys.stderr)
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a closed pipe must not change the outcome
+            stream.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

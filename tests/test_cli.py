@@ -77,3 +77,36 @@ def test_invalid_config_lists_problems_exit_2(tmp_path: Path) -> None:
     proc = cli("run", "--config", str(cfg))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "skipped.operations=update: update is not one of c, u, d, t, r, none" in proc.stderr
+
+
+# --------------------------------------------------------------------------- leaving the process
+FINALIZE_PROBE = """
+import sys
+from connectors import cli
+
+class Probe:
+    def __del__(self):
+        sys.stderr.write("interpreter finalization ran\\n")
+
+cli.probe = Probe()  # module globals are cleared (and __del__ runs) only in Py_FinalizeEx
+sys.argv = ["tidemark", *sys.argv[1:]]
+cli.main()
+"""
+
+
+def test_cli_leaves_without_interpreter_finalization(tmp_path: Path) -> None:
+    # pyarrow I/O threads of a Delta scan can still hold Python buffers when the command is
+    # done; if they release them during interpreter finalization the process aborts (SIGABRT,
+    # "terminate called without an active exception"). The CLI therefore ends with os._exit
+    # after its atexit handlers: finalization never runs, output is flushed, the code is kept.
+    cfg = tmp_path / "c.properties"
+    cfg.write_text(PG_KEYS + f"debezium.sink.type=delta\ntidemark.warehouse={tmp_path / 'wh'}\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    ok = subprocess.run([TIDEMARK[0], "-c", FINALIZE_PROBE, "offsets", "show", "--config", str(cfg)],
+                        capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    assert ok.returncode == 0, ok.stderr
+    assert '"connector": "tm"' in ok.stdout  # stdout flushed before leaving
+    assert "interpreter finalization ran" not in ok.stderr
+    bad = subprocess.run([TIDEMARK[0], "-c", FINALIZE_PROBE, "run", "--config", str(tmp_path / "nope")],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    assert bad.returncode == 2 and "interpreter finalization ran" not in bad.stderr
