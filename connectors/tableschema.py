@@ -95,17 +95,27 @@ def _compile(columns: list[ColumnDef], indices: list[int], marker: Any) -> Calla
     return env["_row"]
 
 
+# (column) -> (type name that datatype.propagate.source.type matches, schema parameters): how a
+# connector spells a column's source type; each connector's Debezium value converters differ.
+SourceTypeHook = Callable[[ColumnDef], tuple[str, dict[str, str]]]
+
+
 def build(namespace: str, table: str, columns: list[ColumnDef], primary_key: list[str], *,
           prefix: str, namer: TopicNamer, filters: TableFilters, rules: ColumnRules,
-          source_schema: Schema, unavailable_marker: Any = None) -> TableSchema:
+          source_schema: Schema, unavailable_marker: Any = None,
+          source_type: SourceTypeHook | None = None) -> TableSchema:
     """Apply column filters/transforms and build the schemas of one table version."""
     table_id = f"{namespace}.{table}"
+    propagating = bool(rules.propagate_columns or rules.propagate_types)
+    spell = source_type or _propagated
     cols: list[ColumnDef] = []
     for col in columns:
         cid = f"{table_id}.{col.name}"
         schema, convert = col.schema, col.convert
-        if (rules.propagate_columns or rules.propagate_types) and rules.propagates(cid, col.type_name):
-            schema = schema.with_parameters(_propagated(col))
+        if propagating:
+            type_name, params = spell(col)
+            if rules.propagates(cid, type_name):
+                schema = schema.with_parameters(params)
         if schema.type == "string":
             fn = rules.value_transform(cid, col.length)
             if fn is not None:
@@ -125,17 +135,19 @@ def build(namespace: str, table: str, columns: list[ColumnDef], primary_key: lis
 
     base = schema_name(prefix, namespace, table, "")[:-1]
     value_schema = struct(f"{base}.Value", [(cols[i].name, cols[i].schema) for i in value_idx], optional=True)
-    key_schema = (struct(f"{base}.Key", [(cols[i].name, cols[i].schema) for i in key_idx])
+    # Key fields carry no column-mapper parameters (Debezium's TableSchemaBuilder maps value fields only).
+    key_schema = (struct(f"{base}.Key", [(cols[i].name, columns[i].schema) for i in key_idx])
                   if key_idx else None)
     env = envelope_schema(base, value_schema, source_schema)
     return TableSchema(namespace, table, namer.data_topic(namespace, table), cols, value_idx, key_idx,
                        key_schema, value_schema, env, unavailable_marker)
 
 
-def _propagated(col: ColumnDef) -> dict[str, str]:
+def _propagated(col: ColumnDef) -> tuple[str, dict[str, str]]:
+    """The default spelling (MySQL's): the declared type upper-cased, length/scale when known."""
     params = {"__debezium.source.column.type": col.type_name.upper()}
     if col.length is not None:
         params["__debezium.source.column.length"] = str(col.length)
     if col.scale is not None:
         params["__debezium.source.column.scale"] = str(col.scale)
-    return params
+    return col.type_name, params

@@ -25,7 +25,6 @@ from connectors.postgres.types import (
     parse_array,
     parse_ewkb,
     parse_hstore,
-    propagated_params,
     toast_placeholder,
 )
 from connectors.schema import prim
@@ -309,10 +308,6 @@ def test_toast_placeholder_and_params() -> None:
     assert toast_placeholder(prim("string"), modes, "_text") == ["__debezium_unavailable_value"]
     hexmodes = TypeModes(placeholder="hex:0a0b")
     assert toast_placeholder(prim("bytes"), hexmodes) == base64.b64encode(b"\n\x0b").decode()
-    col = ColumnInfo("c", 1, 1043, 24, False, None, "character varying(20)", 20, None)
-    p = propagated_params(col)
-    assert p["__debezium.source.column.type"] == "CHARACTER VARYING"
-    assert p["__debezium.source.column.length"] == "20"
 
 
 def test_conversion_speed(all_types: Any) -> None:

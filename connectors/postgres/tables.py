@@ -64,12 +64,17 @@ class TableCache:
         info = catalog.load_table(self.conn, rel.namespace, rel.name)
         by_name = {c.name: c for c in info.columns}
         cols: list[ColumnDef] = []
+        source_types: dict[str, tuple[str, dict[str, str]]] = {}
         for rc in rel.columns:
             ci = by_name.get(rc.name) or catalog.ColumnInfo(rc.name, 0, rc.type_oid, rc.typmod)
             if ci.type_oid != rc.type_oid or ci.typmod != rc.typmod:
                 # The catalog moved on (ALTER after this change was logged): trust the stream.
                 ci = catalog.ColumnInfo(rc.name, ci.position, rc.type_oid, rc.typmod, ci.not_null,
                                         ci.default_expr, ci.type_name, *catalog.typmod_length_scale(rc.type_oid, rc.typmod))
+            if self.rules.propagate_columns or self.rules.propagate_types:
+                # datatype.propagate.source.type matches "<schema>.<table>.<type>" (Debezium's TableId + type name)
+                tname, params = types.source_type(ci, self.registry)
+                source_types[rc.name] = (f"{rel.namespace}.{rel.name}.{tname}", params)
             mapping = types.column_mapping(ci, self.registry, self.modes)
             if mapping is None:
                 key = (f"{rel.namespace}.{rel.name}", rc.name)
@@ -84,7 +89,8 @@ class TableCache:
         pk = info.primary_key or (info.identity_index_columns if info.replica_identity == "i" else [])
         return tableschema.build(rel.namespace, rel.name, cols, pk, prefix=self.cfg.topic_prefix,
                                  namer=self.namer, filters=self.filters, rules=self.rules,
-                                 source_schema=env.PG_SOURCE, unavailable_marker=pgoutput.UNCHANGED_TOAST)
+                                 source_schema=env.PG_SOURCE, unavailable_marker=pgoutput.UNCHANGED_TOAST,
+                                 source_type=lambda c: source_types[c.name])
 
 
 def mapping_schema_placeholder() -> Any:

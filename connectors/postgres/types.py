@@ -113,7 +113,8 @@ Converter = Callable[[str], Any]
 
 def _display_size(oid: int, typmod: int) -> int:
     if oid in (TIME, TIMETZ, TIMESTAMP, TIMESTAMPTZ):
-        sec = 7 if typmod == -1 else (typmod + 1 if typmod > 0 else 0)
+        # pgjdbc: a fraction of 1 digit displays as 2 ("0:0:0.1"::time(1) returns .10).
+        sec = 7 if typmod == -1 else 0 if typmod <= 0 else 3 if typmod == 1 else typmod + 1
         return {TIME: 8, TIMETZ: 14, TIMESTAMP: 22, TIMESTAMPTZ: 28}[oid] + sec
     fixed = {INT2: 6, INT4: 11, OID: 10, INT8: 20, FLOAT4: 15, FLOAT8: 25, CHAR: 1, BOOL: 1, DATE: 13,
              INTERVAL: 49}
@@ -170,7 +171,10 @@ def _length_of(oid: int, typmod: int) -> int:
 
 
 def debezium_length_scale(info: TypeInfo, typmod: int, registry: TypeRegistry) -> tuple[int, int]:
-    """Column length/scale as Debezium's pgoutput ColumnMetaData computes them."""
+    """Column length/scale as Debezium's pgoutput ColumnMetaData computes them (an array's are
+    its element type's)."""
+    if info.is_array:
+        info = registry.get(info.elem_oid) or info
     if typmod != NO_TYPMOD:
         return _length_of(info.oid, typmod), _scale(info.oid, typmod)
     # Domains carry their own typmod (typtypmod) applied to the parent type; chains fall back.
@@ -743,21 +747,21 @@ def _default_raw(tname: str, info: TypeInfo, expr: str) -> Any:
 # --------------------------------------------------------------------------- extras
 
 
-def propagated_params(col: ColumnInfo, registry: TypeRegistry | None = None) -> dict[str, str]:
-    """`__debezium.source.column.*` schema parameters for column.propagate.source.type."""
-    info = registry.get(col.type_oid) if registry is not None else None
-    tname = info.name if info is not None else (col.type_name.split("(")[0] if col.type_name else "")
-    params = {"__debezium.source.column.type": tname.upper()}
-    if info is not None and registry is not None:
+def source_type(col: ColumnInfo, registry: TypeRegistry) -> tuple[str, dict[str, str]]:
+    """(pg_type name, `__debezium.source.column.*` parameters) as Debezium 3.6's PostgreSQL
+    connector sets them for column.propagate.source.type / datatype.propagate.source.type: the
+    type's own name (`int4`, `bpchar`, `_int4`, a domain's name) upper-cased, its pgoutput
+    length/scale, and the column name."""
+    info = registry.get(col.type_oid)
+    if info is None:
+        tname, length, scale = col.type_name.split("(")[0], col.length or 0, col.scale or 0
+    else:
+        tname = info.name
         length, scale = debezium_length_scale(info, col.typmod, registry)
-        params["__debezium.source.column.length"] = str(length)
-        params["__debezium.source.column.scale"] = str(scale)
-    elif col.length is not None:
-        params["__debezium.source.column.length"] = str(col.length)
-        if col.scale is not None:
-            params["__debezium.source.column.scale"] = str(col.scale)
-    params["__debezium.source.column.name"] = col.name
-    return params
+    return tname, {"__debezium.source.column.type": tname.upper(),
+                   "__debezium.source.column.length": str(length),
+                   "__debezium.source.column.scale": str(scale),
+                   "__debezium.source.column.name": col.name}
 
 
 def toast_placeholder(schema: Schema, modes: TypeModes, type_name: str = "") -> Any:
