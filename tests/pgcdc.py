@@ -70,3 +70,16 @@ def delta_rows(table: Path, columns: list[str] | None = None) -> list[dict[str, 
     from deltalake import DeltaTable
 
     return DeltaTable(str(table)).to_pyarrow_table(columns=columns).to_pylist()
+
+
+def changelog_count(changelog: Path) -> int:
+    """Rows in a Delta change log (0 before its first commit)."""
+    return len(delta_rows(changelog, ["op"])) if changelog.exists() else 0
+
+
+def peak_rss_kb(pid: int) -> int:
+    """A live process's peak resident set size (VmHWM) in kB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return 0

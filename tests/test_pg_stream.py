@@ -12,7 +12,16 @@ import orjson
 import psycopg2
 import pytest
 from harness import wait_until
-from pgcdc import delta_rows, payload, popen_cli, read_jsonl, run_cli, write_config
+from pgcdc import (
+    changelog_count,
+    delta_rows,
+    payload,
+    peak_rss_kb,
+    popen_cli,
+    read_jsonl,
+    run_cli,
+    write_config,
+)
 
 TABLES = """
 CREATE TABLE customers (id serial PRIMARY KEY, name text NOT NULL, email text, secret text);
@@ -352,17 +361,6 @@ def test_wal_level_replica_is_explained(pg_factory: Any, tmp_path: Path) -> None
     assert "wal_level" in proc.stderr and "logical" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def _peak_rss_kb(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    return 0
-
-
-def _count(changelog: Path) -> int:
-    return len(delta_rows(changelog, ["op"])) if changelog.exists() else 0
-
-
 def _workload(pg: Any, dbname: str, lo: int, hi: int) -> None:
     conn = pg.connect(dbname=dbname)
     cur = conn.cursor()
@@ -394,11 +392,11 @@ def test_sigkill_during_workload_loses_nothing(pg: Any, pg_database: str, db: An
         # One part of the workload per connector life, so each life has changes to deliver
         # (a fast connector could otherwise finish the whole workload before a later kill).
         writer = threading.Thread(target=_workload, args=(pg, pg_database, r * n // rounds, (r + 1) * n // rounds))
-        start = _count(changelog)
+        start = changelog_count(changelog)
         proc = popen_cli("run", "--config", str(cfg), log=tmp_path / "run.log")
         try:
             writer.start()
-            wait_until(lambda s=start: _count(changelog) > s + 50, timeout=90, what="progress before the kill")
+            wait_until(lambda s=start: changelog_count(changelog) > s + 50, timeout=90, what="progress before the kill")
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=30)
             kills += 1
@@ -443,14 +441,14 @@ def test_sigkill_inside_100k_row_transaction(pg: Any, pg_database: str, db: Any,
     changelog = tmp_path / "warehouse" / slot / "changelog"
     proc = popen_cli("run", "--config", str(cfg), log=tmp_path / "run.log")
     try:
-        wait_until(lambda: _count(changelog) >= 10_000, timeout=180, what="part of the transaction delivered")
-        peak_kb = _peak_rss_kb(proc.pid)
+        wait_until(lambda: changelog_count(changelog) >= 10_000, timeout=180, what="part of the transaction delivered")
+        peak_kb = peak_rss_kb(proc.pid)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
-    at_kill = _count(changelog)
+    at_kill = changelog_count(changelog)
     assert 0 < at_kill < total, at_kill  # killed inside the transaction
     assert peak_kb < 600_000, f"peak RSS {peak_kb} kB: the transaction is not streamed in bounded memory"
     run_cli("run", "--config", str(cfg), "--until-caught-up", timeout=600)
