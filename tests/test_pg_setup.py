@@ -36,6 +36,15 @@ def test_wrong_password(pg: Any) -> None:
         setup.connect(_params(pg, **{"database.password": "wrong"}))
 
 
+def test_params_repr_hides_secrets() -> None:
+    p = PgConnParams.from_props({"database.hostname": "db.example", "database.password": "s3cr3t-pw",
+                                 "database.sslpassword": "key-pass-77", "database.sslcert": "/c.pem"})
+    text = repr(p) + str(p)
+    assert "db.example" in text
+    assert "s3cr3t-pw" not in text and "key-pass-77" not in text
+    assert p.kwargs()["password"] == "s3cr3t-pw" and p.kwargs()["sslpassword"] == "key-pass-77"
+
+
 def test_unreachable_port(pg: Any) -> None:
     import socket
 

@@ -90,12 +90,13 @@ class PgConnParams:
     host: str = "localhost"
     port: int = 5432
     user: str = "postgres"
-    password: str | None = None
+    password: str | None = field(default=None, repr=False)  # secrets never in logs or errors
     dbname: str = "postgres"
     sslmode: str = "disable"
     connect_timeout: int = 10
     tcp_keepalive: bool = True
-    extra: Mapping[str, str] = field(default_factory=dict)  # sslcert, sslkey, sslrootcert, ...
+    # sslcert, sslkey, sslrootcert, ... and sslpassword, hence no repr either
+    extra: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_props(cls, props: Mapping[str, Any]) -> PgConnParams:
