@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import click
 import typer
 
-from connectors.api import ConfigError, TidemarkError
+from connectors.api import ConfigError, TerminalError, TidemarkError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Tidemark: change data capture from PostgreSQL and MySQL/MariaDB into Kafka and Delta Lake.")
@@ -125,17 +125,28 @@ def run(config: Path = ConfigOpt,
     except TidemarkError as e:
         _fail(e, 2)
     engine = None
-    try:
-        engine = build_engine(cfg, until_caught_up=until_caught_up, max_seconds=max_seconds or None)
-        if metrics_port:
-            engine.metrics.serve(metrics_port)
+    stop_asked: list[int] = []
 
-        def on_signal(signum: int, _frame: Any) -> None:
-            log.info("received %s: finishing the current batch and stopping", signal.Signals(signum).name)
+    def on_signal(signum: int, _frame: Any) -> None:
+        # SIGINT (Ctrl-C) and SIGTERM mean the same: finish the batch in flight and exit 0. A
+        # signal that arrives while the engine is still being built stops it right after.
+        log.info("received %s: finishing the current batch and stopping", signal.Signals(signum).name)
+        stop_asked.append(signum)
+        if engine is not None:
             engine.stop()
 
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        engine = build_engine(cfg, until_caught_up=until_caught_up, max_seconds=max_seconds or None)
+        if stop_asked:
+            engine.stop()
+        if metrics_port:
+            try:
+                engine.metrics.serve(metrics_port)
+            except OSError as e:
+                raise TerminalError(f"--metrics-port {metrics_port}: cannot serve metrics: {e.strerror or e}",
+                                    "choose a free port") from None
         stats = engine.run()
         log.info("stopped: %d records in %d batches, %.1fs; last offset %s", stats.records, stats.batches,
                  stats.seconds, stats.last_offset)

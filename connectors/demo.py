@@ -8,6 +8,7 @@ workload changes rows, then shows what landed: counts per table and operation, a
 from __future__ import annotations
 
 import random
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -63,7 +64,7 @@ def run_demo(workdir: Path, rows: int) -> None:
     from connectors.engine import close_all
 
     console = Console()
-    workdir.mkdir(parents=True, exist_ok=True)
+    _prepare(workdir)
     console.print(f"[bold]Tidemark demo[/] in {workdir}")
     (workdir / "servers").mkdir(exist_ok=True)
     pg = start_pg(workdir / "servers")
@@ -112,6 +113,23 @@ def run_demo(workdir: Path, rows: int) -> None:
         _show(console, warehouse / "shop" / "changelog", jsonl)
     finally:
         pg.destroy()
+
+
+MARKER = ".tidemark-demo"
+
+
+def _prepare(workdir: Path) -> None:
+    """Each run starts a new PostgreSQL, so the previous run's offsets and change log would
+    point at a server that is gone: clear what an earlier demo left in its own work directory,
+    and refuse a directory the demo did not create rather than delete anything in it."""
+    warehouse, jsonl = workdir / "warehouse", workdir / "events.jsonl"
+    if (warehouse.exists() or jsonl.exists()) and not (workdir / MARKER).exists():
+        raise TerminalError(f"demo: {workdir} already holds a warehouse or events.jsonl the demo did not write",
+                            "choose another --workdir (the demo clears its own results on every run)")
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / MARKER).write_text("written by `tidemark demo`: results here are replaced on every run\n")
+    shutil.rmtree(warehouse, ignore_errors=True)
+    jsonl.unlink(missing_ok=True)
 
 
 def _slot_exists(pg: Any, slot: str) -> bool:

@@ -4,6 +4,7 @@ several engines in one process (tests) do not clash. `tidemark run --metrics-por
 from __future__ import annotations
 
 import time
+from collections import Counter as Tally
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
@@ -18,6 +19,8 @@ class Metrics:
         r = self.registry
         self.events = Counter("tidemark_total_number_of_events_seen", "TotalNumberOfEventsSeen", registry=r)
         self.events_by_op = Counter("tidemark_events_by_op", "Create/Update/Delete events seen", ["op"], registry=r)
+        for op in ("c", "u", "d", "t"):  # exported as 0 before the first event of each kind
+            self.events_by_op.labels(op=op)
         self.filtered = Counter("tidemark_number_of_events_filtered", "NumberOfEventsFiltered", registry=r)
         self.committed_tx = Counter("tidemark_number_of_committed_transactions",
                                     "NumberOfCommittedTransactions", registry=r)
@@ -28,11 +31,22 @@ class Metrics:
         self.last_event = Gauge("tidemark_last_event_timestamp_seconds", "Time of the last event", registry=r)
 
     def observe_batch(self, batch: "Batch") -> None:
+        """Count a batch every sink holds. Events are change events (records whose value has an
+        `op`), as Debezium counts them: tombstones, heartbeats, transaction markers and schema
+        changes are not. `batch.extra["filtered"]`: changes the source dropped (table/column
+        filters, skipped.operations) while reading this batch."""
         self.batches.inc()
-        n = len(batch.records)
-        if n:
-            self.events.inc(n)
+        ops = Tally(
+            op for op in (r.value.get("op") for r in batch.records if type(r.value) is dict) if type(op) is str
+        )
+        if ops:
+            for op, n in ops.items():
+                self.events_by_op.labels(op=op).inc(n)
+            self.events.inc(sum(ops.values()))
             self.last_event.set(time.time())
+        filtered = batch.extra.get("filtered")
+        if filtered:
+            self.filtered.inc(filtered)
         src_ts = batch.extra.get("source_ts_ms")
         if src_ts:
             self.behind_ms.set(max(0.0, time.time() * 1000 - src_ts))

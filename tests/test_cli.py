@@ -4,10 +4,19 @@ signals, metrics, stdout output and the demo (subprocesses against real private 
 from __future__ import annotations
 
 import os
+import re
+import signal
 import subprocess
+import urllib.request
 from pathlib import Path
+from typing import Any
 
-from pgcdc import ROOT, TIDEMARK
+import orjson
+import pytest
+from harness import wait_until
+from pgcdc import ROOT, TIDEMARK, payload, popen_cli, read_jsonl, run_cli, write_config
+
+from connectors.embedded.util import free_port
 
 PG_KEYS = """\
 debezium.source.connector.class=postgres
@@ -110,3 +119,120 @@ def test_cli_leaves_without_interpreter_finalization(tmp_path: Path) -> None:
     bad = subprocess.run([TIDEMARK[0], "-c", FINALIZE_PROBE, "run", "--config", str(tmp_path / "nope")],
                          capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
     assert bad.returncode == 2 and "interpreter finalization ran" not in bad.stderr
+
+
+# --------------------------------------------------------------------------- running against PostgreSQL
+@pytest.fixture
+def db(pg: Any, pg_database: str) -> Any:
+    conn = pg.connect(dbname=pg_database)
+    conn.cursor().execute("CREATE TABLE items (id int PRIMARY KEY, v text)")
+    yield conn
+    conn.close()
+
+
+def _ops(records: list[dict[str, Any]]) -> list[str | None]:
+    return [(payload(r) or {}).get("op") for r in records if r["value"] is not None]
+
+
+def _scrape(port: int) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    return {m.group(1): float(m.group(2)) for m in re.finditer(r"(?m)^(tidemark_\S+) (\S+)$", text)}
+
+
+def test_metrics_endpoint_while_running(pg: Any, pg_database: str, db: Any, tmp_path: Path,
+                                        unique_name: Any) -> None:
+    slot = unique_name("slot")
+    cfg = write_config(tmp_path / "c.properties", pg, slot=slot, dbname=pg_database, jsonl=tmp_path / "o.jsonl")
+    run_cli("run", "--config", str(cfg), "--until-caught-up")  # slot and publication
+    cur = db.cursor()
+    cur.execute("INSERT INTO items VALUES (1, 'a'), (2, 'b'), (3, 'c')")
+    cur.execute("UPDATE items SET v = 'x' WHERE id < 3")
+    cur.execute("DELETE FROM items WHERE id = 3")
+    port = free_port()
+    proc = popen_cli("run", "--config", str(cfg), "--max-seconds", "25", "--metrics-port", str(port),
+                     log=tmp_path / "run.log")
+    try:
+        want = {'tidemark_events_by_op_total{op="c"}': 3, 'tidemark_events_by_op_total{op="u"}': 2,
+                'tidemark_events_by_op_total{op="d"}': 1, "tidemark_total_number_of_events_seen_total": 6}
+        got = wait_until(lambda: (m := _scrape(port)) and all(m.get(k) == v for k, v in want.items()) and m,
+                         timeout=20, what="the metrics to count 3 creates, 2 updates and 1 delete",
+                         on_timeout=lambda: str(_scrape(port)))
+        assert got['tidemark_events_by_op_total{op="t"}'] == 0
+        assert got["tidemark_number_of_events_filtered_total"] == 0
+        assert got["tidemark_connected"] == 1 and got["tidemark_batches_total"] >= 1
+        assert got["tidemark_number_of_committed_transactions_total"] >= 0
+        assert proc.wait(timeout=60) == 0  # --max-seconds ends the run cleanly
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert _ops(read_jsonl(tmp_path / "o.jsonl")) == ["c", "c", "c", "u", "u", "d"]
+
+
+def test_sigint_stops_cleanly_and_resumes(pg: Any, pg_database: str, db: Any, tmp_path: Path,
+                                          unique_name: Any) -> None:
+    slot = unique_name("slot")
+    out, log = tmp_path / "o.jsonl", tmp_path / "run.log"
+    cfg = write_config(tmp_path / "c.properties", pg, slot=slot, dbname=pg_database, jsonl=out, sinks="jsonl,delta")
+    run_cli("run", "--config", str(cfg), "--until-caught-up")
+    proc = popen_cli("run", "--config", str(cfg), log=log)
+    try:
+        for i in range(20):
+            db.cursor().execute("INSERT INTO items VALUES (%s, 'v')", (i,))
+        wait_until(lambda: len(read_jsonl(out)) >= 20, timeout=60, what="20 events streamed")
+        proc.send_signal(signal.SIGINT)  # Ctrl-C: the same clean stop as SIGTERM
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = log.read_text()
+    assert "received SIGINT: finishing the current batch and stopping" in text
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text and "Aborted" not in text
+    for i in range(20, 25):
+        db.cursor().execute("INSERT INTO items VALUES (%s, 'v')", (i,))
+    run_cli("run", "--config", str(cfg), "--until-caught-up")
+    assert [payload(r)["after"]["id"] for r in read_jsonl(out)] == list(range(25))  # nothing lost or repeated
+
+
+def test_jsonl_to_stdout_is_pure_json_lines(pg: Any, pg_database: str, db: Any, tmp_path: Path,
+                                            unique_name: Any) -> None:
+    slot = unique_name("slot")
+    cfg = write_config(tmp_path / "c.properties", pg, slot=slot, dbname=pg_database, prefix=slot,
+                       **{"debezium.sink.jsonl.path": "-"})
+    first = run_cli("run", "--config", str(cfg), "--until-caught-up", "--log-level", "DEBUG")
+    assert first.stdout == ""
+    cur = db.cursor()
+    cur.execute("INSERT INTO items VALUES (1, 'a'), (2, 'b')")
+    cur.execute("UPDATE items SET v = 'z' WHERE id = 2")
+    cur.execute("DELETE FROM items WHERE id = 1")
+    proc = run_cli("run", "--config", str(cfg), "--until-caught-up", "--log-level", "DEBUG")
+    lines = proc.stdout.splitlines()
+    records = [orjson.loads(line) for line in lines]  # every stdout line is one JSON record
+    assert all(set(r) == {"topic", "key", "value"} for r in records)
+    assert {r["topic"] for r in records} == {f"{slot}.public.items"}
+    assert [(payload(r) or {}).get("op") if r["value"] is not None else None for r in records] == [
+        "c", "c", "u", "d", None]
+    assert "INFO    tidemark: stopped: 5 records" in proc.stderr  # the logs: on stderr only
+
+
+# --------------------------------------------------------------------------- the embedded demo
+_ROW = re.compile(r"^[│|] (public\.\w+)\s+[│|] (\w+)\s+[│|] (\d+)\s+[│|]$", re.MULTILINE)
+
+
+def test_demo_is_bounded_and_reports_counts(tmp_path: Path) -> None:
+    workdir = tmp_path / "demo"
+    for _ in range(2):  # a second run in the same directory starts afresh
+        proc = cli("demo", "--workdir", str(workdir), "--rows", "40", timeout=300, COLUMNS="250")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        counts = {(t, op): int(n) for t, op, n in _ROW.findall(proc.stdout)}
+        assert {t for t, _ in counts} == {"public.customers", "public.orders", "public.products"}, proc.stdout
+        for table in ("public.customers", "public.orders", "public.products"):
+            assert counts[(table, "c")] > 0
+        assert counts[("public.products", "c")] == 3 and counts[("public.customers", "c")] == 5
+        jsonl = read_jsonl(workdir / "events.jsonl")
+        # the table counts every record of the Delta change log, tombstones included: as many as
+        # the jsonl sink wrote, and the ops agree
+        assert sum(counts.values()) == len(jsonl)
+        assert counts.get(("public.orders", "tombstone"), 0) == sum(1 for r in jsonl if r["value"] is None)
+        assert f"{len(jsonl)} Kafka-format records in {workdir / 'events.jsonl'}" in proc.stdout
+    assert not list((workdir / "servers").glob("*/data")), "the demo's PostgreSQL was not removed"
