@@ -104,7 +104,10 @@ def build_engine(cfg: Any, *, until_caught_up: bool = False, max_seconds: float 
     sinks = build_sinks(cfg)
     offsets = DeltaOffsetStore(cfg.warehouse, cfg.name)
     retries = int(cfg.source.get("errors.max.retries", -1))
-    return Engine(factory, sinks, offsets, offset_key=offset_key, max_retries=retries)
+    own = cfg.tidemark
+    return Engine(factory, sinks, offsets, offset_key=offset_key, max_retries=retries,
+                  commit_max_events=int(own.get("commit.max.events", 16384)),
+                  offsets_flush_s=int(own.get("offsets.flush.interval.ms", 1000)) / 1000)
 
 
 @app.command()
@@ -172,7 +175,10 @@ def offsets_show(config: Path = ConfigOpt, log_level: str = typer.Option("WARNIN
         cfg = load(config)
         out: dict[str, Any] = {"connector": cfg.name}
         stored = DeltaOffsetStore(cfg.warehouse, cfg.name).load()
-        out["offsets"] = None if stored is None else {"batch_seq": stored[0], "offset": stored[1]}
+        if stored is not None and stored[1].get("reset"):
+            out["offsets"] = {"batch_seq": stored[0], "reset": True}
+        else:
+            out["offsets"] = None if stored is None else {"batch_seq": stored[0], "offset": stored[1]}
         if "delta" in cfg.sink_types:
             # Only the Delta sink keeps offsets of its own; opening it does not touch Kafka.
             delta = DeltaChangeLogSink.from_config(cfg)
@@ -203,8 +209,22 @@ def offsets_reset(config: Path = ConfigOpt,
         _fail(e, 2)
     if not yes:
         typer.confirm(f"Reset the offsets of connector {cfg.name!r}?", abort=True)
-    DeltaOffsetStore(cfg.warehouse, cfg.name).reset()
-    typer.echo(f"offsets of {cfg.name} reset")
+    try:
+        store = DeltaOffsetStore(cfg.warehouse, cfg.name)
+        seqs = [store.last_seq() or 0]
+        if "delta" in cfg.sink_types:
+            from connectors.sinks.delta import DeltaChangeLogSink
+
+            own = DeltaChangeLogSink.from_config(cfg).last_offset()
+            seqs.append(own[0] if own else 0)
+        # A marker newer than every stored offset (the Delta change log keeps its rows and its
+        # own markers, so nothing already landed is rewritten).
+        store.save(max(seqs) + 1, {"reset": True})
+    except TidemarkError as e:
+        _fail(e)
+    typer.echo(f"offsets of {cfg.name} reset: the next run starts where the server stands now "
+               "(PostgreSQL: the replication slot's confirmed position; MySQL/MariaDB: the current binlog "
+               "position, with a fresh schema snapshot)")
 
 
 @app.command()

@@ -187,7 +187,7 @@ class Engine:
                 held.records.extend(b.records)
                 held.offset = b.offset
                 for k, v in b.extra.items():
-                    held.extra[k] = held.extra.get(k, 0) + v if k == "transactions" else v
+                    held.extra[k] = held.extra.get(k, 0) + v if k in ("transactions", "filtered") else v
             if (not held.extra.get("more") or len(held.records) >= self.commit_max_events or self._stopping
                     or time.monotonic() - since >= 1.0):
                 yield held
