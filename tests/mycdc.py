@@ -2,30 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
-from pgcdc import delta_rows, payload, popen_cli, read_jsonl
-from pgcdc import run_cli as _run_cli
+from pgcdc import delta_rows, payload, popen_cli, read_jsonl, run_cli
 
 __all__ = ["delta_rows", "payload", "popen_cli", "read_jsonl", "run_cli", "write_config"]
-
-
-NATIVE_ABORT = "terminate called without an active exception"
-
-
-def run_cli(*args: str, timeout: float = 180, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """pgcdc.run_cli, retried when the process died of the native abort deltalake/pyarrow
-    sometimes hit at interpreter exit (SIGABRT after the command's work was done; reported
-    separately, not a connector fault)."""
-    for _ in range(3):
-        proc = _run_cli(*args, timeout=timeout, check=False)
-        if not (proc.returncode == -6 and NATIVE_ABORT in proc.stderr):
-            break
-    if check and proc.returncode != 0:
-        raise AssertionError(f"tidemark {' '.join(args)} exited {proc.returncode}\n{proc.stderr[-4000:]}")
-    return proc
 
 
 def write_config(path: Path, server: Any, *, server_id: int, db: str, prefix: str = "tm", sinks: str = "jsonl",
