@@ -127,6 +127,8 @@ class PgConnParams:
             "connect_timeout": self.connect_timeout,
             "keepalives": 1 if self.tcp_keepalive else 0,
             "application_name": "tidemark",
+            # timestamptz text in UTC whatever the server's TimeZone: the converters' fast path.
+            "options": "-c TimeZone=UTC",
         }
         if self.password is not None:
             kw["password"] = self.password
