@@ -143,9 +143,13 @@ def _scrape(port: int) -> dict[str, float]:
 def test_metrics_endpoint_while_running(pg: Any, pg_database: str, db: Any, tmp_path: Path,
                                         unique_name: Any) -> None:
     slot = unique_name("slot")
-    cfg = write_config(tmp_path / "c.properties", pg, slot=slot, dbname=pg_database, jsonl=tmp_path / "o.jsonl")
-    run_cli("run", "--config", str(cfg), "--until-caught-up")  # slot and publication
     cur = db.cursor()
+    cur.execute("CREATE TABLE skipped (id int PRIMARY KEY)")
+    # All tables published, one captured: the other table's rows are counted as filtered.
+    cfg = write_config(tmp_path / "c.properties", pg, slot=slot, dbname=pg_database, jsonl=tmp_path / "o.jsonl",
+                       **{"table.include.list": "public.items", "publication.autocreate.mode": "all_tables"})
+    run_cli("run", "--config", str(cfg), "--until-caught-up")  # slot and publication
+    cur.execute("INSERT INTO skipped VALUES (1), (2)")
     cur.execute("INSERT INTO items VALUES (1, 'a'), (2, 'b'), (3, 'c')")
     cur.execute("UPDATE items SET v = 'x' WHERE id < 3")
     cur.execute("DELETE FROM items WHERE id = 3")
@@ -159,7 +163,7 @@ def test_metrics_endpoint_while_running(pg: Any, pg_database: str, db: Any, tmp_
                          timeout=20, what="the metrics to count 3 creates, 2 updates and 1 delete",
                          on_timeout=lambda: str(_scrape(port)))
         assert got['tidemark_events_by_op_total{op="t"}'] == 0
-        assert got["tidemark_number_of_events_filtered_total"] == 0
+        assert got["tidemark_number_of_events_filtered_total"] == 2
         assert got["tidemark_connected"] == 1 and got["tidemark_batches_total"] >= 1
         assert got["tidemark_number_of_committed_transactions_total"] >= 0
         assert proc.wait(timeout=60) == 0  # --max-seconds ends the run cleanly

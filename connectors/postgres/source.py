@@ -190,6 +190,7 @@ class PostgresSource:
         order_commit = self._order_commit    # commit LSN of the last complete transaction (ordering)
         seq_commit = self._seq_commit        # Debezium's lastCommitLsn for `sequence` (None at start)
         n_tx = 0
+        n_filtered = 0  # row changes of relations the filters do not capture (metrics)
         src_ts = 0
         next_hb = time.monotonic() + self.heartbeat_s if self.heartbeat_s else None
         start_key = self._start_key
@@ -206,11 +207,11 @@ class PostgresSource:
                     "seq_commit": tx.prev_commit, "ts_usec": tx.commit_ts, "complete": False}
 
         def cut(in_tx: bool, more: bool = False) -> Batch:
-            nonlocal pending, n_tx, more_cut
+            nonlocal pending, n_tx, more_cut, n_filtered
             more_cut = more
             b = Batch(pending, offset(pending[-1] if (in_tx and pending) else None),
-                      extra={"transactions": n_tx, "source_ts_ms": src_ts, "more": more})
-            pending, n_tx = [], 0
+                      extra={"transactions": n_tx, "source_ts_ms": src_ts, "more": more, "filtered": n_filtered})
+            pending, n_tx, n_filtered = [], 0, 0
             return b
 
         while True:
@@ -228,6 +229,7 @@ class PostgresSource:
                 if t is Insert or t is Update or t is Delete:
                     ts = tables.get(m.relation_oid)
                     if ts is None or tx is None:
+                        n_filtered += ts is None
                         continue
                     pos = (tx.commit_lsn, lsn, 0)
                     if pos <= start_key:
