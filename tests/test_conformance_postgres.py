@@ -17,12 +17,16 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conformance import workload
 from conformance.debezium import read_jsonl, run_debezium
 from conformance.normalize import assert_conform
+
+from connectors.embedded.postgres import postgis_available
 
 REPO = Path(__file__).resolve().parents[1]
 TIDEMARK_TIMEOUT = 240.0
@@ -118,16 +122,42 @@ def run_tidemark(config: Path, log: Path) -> None:
 @pytest.mark.postgres
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_tidemark_matches_debezium(variant, pg, pg_database, unique_name, tmp_path):
-    extra = VARIANTS[variant]
+    def prepare(conn):
+        workload.create_schema(conn, extra=True)
+
+    def run(conn):
+        workload.run_workload(conn, extra=True)
+
+    capture_and_compare(variant, VARIANTS[variant], prepare, run, pg, pg_database, unique_name, tmp_path)
+
+
+@pytest.mark.debezium
+@pytest.mark.postgres
+@pytest.mark.skipif(not postgis_available(), reason="PostGIS is not installed for the test server's PostgreSQL "
+                    "(Debian postgresql-<major>-postgis-3; bash .ci/setup installs it)")
+@pytest.mark.parametrize("variant", ["postgis", "postgis-hex"])
+def test_postgis_matches_debezium(variant, pg, pg_database, unique_name, tmp_path):
+    """PostGIS geometry/geography columns: Debezium recognises them by the extension's type
+    OIDs, which exist only once the extension is created — before the slots, like the rest."""
+    extra = {"postgis": {}, "postgis-hex": {"binary.handling.mode": "hex"}}[variant]
+    capture_and_compare(variant, extra, workload.create_postgis_schema,
+                        lambda conn: workload.run_steps(conn, workload.POSTGIS_STEPS),
+                        pg, pg_database, unique_name, tmp_path)
+
+
+def capture_and_compare(variant: str, extra: dict[str, str], prepare: Callable[[Any], None],
+                        run: Callable[[Any], None], pg: Any, pg_database: str, unique_name: Any,
+                        tmp_path: Path) -> None:
+    """Schema, two slots, the workload; Tidemark on one slot, Debezium 3.6 on the other; compare."""
     conn = pg.connect(dbname=pg_database)
     try:
-        workload.create_schema(conn, extra=True)
+        prepare(conn)
         pub = unique_name("pub")
         slot_dbz, slot_tm = unique_name("dbz"), unique_name("tm")
         workload.create_publication(conn, pub)
         workload.create_slot(conn, slot_dbz)
         workload.create_slot(conn, slot_tm)
-        workload.run_workload(conn, extra=True)
+        run(conn)
     finally:
         conn.close()
 

@@ -20,10 +20,10 @@ from connectors.postgres.catalog import ColumnInfo, TypeRegistry, load_table
 from connectors.postgres.types import (
     TypeModes,
     column_mapping,
+    ewkb_srid,
     hstore_json,
     java_hashmap_order,
     parse_array,
-    parse_ewkb,
     parse_hstore,
     toast_placeholder,
 )
@@ -239,16 +239,16 @@ def test_parsers() -> None:
     assert parse_array('{1,2,NULL,"NULL","a\\"b",{3,4}}') == ["1", "2", None, "NULL", 'a"b', ["3", "4"]]
     assert parse_array("[0:1]={7,8}") == ["7", "8"]
     assert parse_array("{}") == []
+    assert parse_array("{0101:NULL:\"01 02\"}", ":") == ["0101", None, "01 02"]  # PostGIS typdelim
     assert parse_hstore('"a"=>"1", "b c"=>"x y", "n"=>NULL, "q"=>"\\\\"') == {
         "a": "1", "b c": "x y", "n": None, "q": "\\"}
     assert hstore_json('"a"=>"1", "b c"=>"x y", "n"=>NULL') == '{"a":"1","b c":"x y","n":null}'
     # Java HashMap order: buckets of String.hashCode, not insertion order.
     assert java_hashmap_order(["n", "a", "b c"]) == ["a", "b c", "n"]
-    # EWKB point with SRID 4326 -> WKB without the SRID flag.
-    ewkb = bytes.fromhex("0101000020E6100000000000000000F03F0000000000000040")
-    wkb, srid = parse_ewkb(ewkb)
-    assert srid == 4326 and wkb.hex().upper() == "0101000000000000000000F03F0000000000000040"
-    assert parse_ewkb(wkb) == (wkb, None)
+    # SRID of EWKB points: little-endian with SRID 4326, without one, big-endian with 3857.
+    assert ewkb_srid(bytes.fromhex("0101000020E6100000000000000000F03F0000000000000040")) == 4326
+    assert ewkb_srid(bytes.fromhex("0101000000000000000000F03F0000000000000040")) is None
+    assert ewkb_srid(bytes.fromhex("002000000100000F113FF00000000000004000000000000000")) == 3857
 
 
 def test_temporal_helpers() -> None:

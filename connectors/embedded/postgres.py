@@ -374,3 +374,10 @@ def contrib_available(bindir: Path | None = None) -> bool:
     bindir = bindir or find_pg_bindir()
     share = Path("/usr/share/postgresql") / bindir.parent.name  # Debian layout: .../<major>/bin
     return all((share / "extension" / f"{e}.control").exists() for e in ("hstore", "citext", "ltree"))
+
+
+def postgis_available(bindir: Path | None = None) -> bool:
+    """Whether PostGIS is installed for this server (Debian `postgresql-<major>-postgis-3`)."""
+    bindir = bindir or find_pg_bindir()
+    share = Path("/usr/share/postgresql") / bindir.parent.name
+    return (share / "extension" / "postgis.control").exists()

@@ -30,6 +30,7 @@ class TypeInfo:
     base_oid: int = 0  # typbasetype of domains
     base_typmod: int = NO_TYPMOD  # typtypmod of domains
     enum_labels: tuple[str, ...] = ()
+    delim: str = ","  # typdelim: array elements of this type are separated by it (PostGIS: ':')
 
     @property
     def is_array(self) -> bool:
@@ -50,7 +51,8 @@ SELECT t.oid::int8, t.typname, n.nspname, t.typtype, t.typcategory, t.typelem::i
        t.typbasetype::int8, t.typtypmod,
        CASE WHEN t.typtype = 'e' THEN
          (SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder) FROM pg_enum e
-          WHERE e.enumtypid = t.oid) END
+          WHERE e.enumtypid = t.oid) END,
+       t.typdelim::text
 FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
 """
 
@@ -70,7 +72,7 @@ class TypeRegistry:
             rows = cur.fetchall()
         for row in rows:
             info = TypeInfo(int(row[0]), row[1], row[2], row[3], row[4], int(row[5]), int(row[6]),
-                            int(row[7]), tuple(_text_array(row[8])) if row[8] is not None else ())
+                            int(row[7]), tuple(_text_array(row[8])) if row[8] is not None else (), row[9] or ",")
             self._by_oid[info.oid] = info
             # Extension types (hstore, ltree, citext, geometry) are looked up by bare name; first
             # namespace wins but pg_catalog always does, so a user type cannot shadow a built-in.

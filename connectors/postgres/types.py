@@ -191,8 +191,9 @@ def debezium_length_scale(info: TypeInfo, typmod: int, registry: TypeRegistry) -
 # --------------------------------------------------------------------------- small parsers
 
 
-def parse_array(text: str) -> list[Any]:
-    """PostgreSQL array text -> nested lists of element strings (None for unquoted NULL)."""
+def parse_array(text: str, delim: str = ",") -> list[Any]:
+    """PostgreSQL array text -> nested lists of element strings (None for unquoted NULL).
+    `delim` is the element type's typdelim (',' for all built-ins but box; PostGIS uses ':')."""
     if text.startswith("["):  # explicit bounds decoration: [1:3]={...}
         text = text[text.index("=") + 1:]
     pos = 0
@@ -207,7 +208,7 @@ def parse_array(text: str) -> list[Any]:
             if c == "}":
                 pos += 1
                 return out
-            if c in ", ":
+            if c == delim or c == " ":
                 pos += 1
                 continue
             if c == "{":
@@ -224,7 +225,7 @@ def parse_array(text: str) -> list[Any]:
                 out.append("".join(buf))
             else:
                 start = pos
-                while pos < n and text[pos] not in ",}":
+                while pos < n and text[pos] != delim and text[pos] != "}":
                     pos += 1
                 tok = text[start:pos].strip()
                 out.append(None if tok.upper() == "NULL" else tok)
@@ -334,16 +335,16 @@ def bytea_from_text(text: str) -> bytes:
     return bytes(out)
 
 
-def parse_ewkb(data: bytes) -> tuple[bytes, int | None]:
-    """PostGIS EWKB -> (OGC WKB without the SRID, SRID or None)."""
+def ewkb_srid(data: bytes) -> int | None:
+    """SRID of a PostGIS EWKB value, None without one. Debezium sends the EWKB itself as `wkb`
+    (SRID flag and all, checked against Debezium 3.6) and the SRID beside it."""
     if len(data) < 5:
         raise ValueError("EWKB too short")
     order = "<" if data[0] == 1 else ">"
     (gtype,) = _struct.unpack(order + "I", data[1:5])
     if gtype & 0x20000000:
-        (srid,) = _struct.unpack(order + "i", data[5:9])
-        return data[:1] + _struct.pack(order + "I", gtype & ~0x20000000) + data[9:], srid
-    return data, None
+        return _struct.unpack(order + "i", data[5:9])[0]
+    return None
 
 
 def _money_decimal(text: str) -> Decimal:
@@ -509,11 +510,9 @@ def _unknown_mapping(modes: TypeModes) -> tuple[Schema, Converter]:
     return T.binary_schema(modes.binary), lambda s: enc(s.encode("utf-8"))
 
 
-def _geo_converter(point_struct: bool) -> Converter:
-    def conv(s: str) -> Any:
-        wkb, srid = parse_ewkb(binascii.unhexlify(s))
-        return {"wkb": base64.b64encode(wkb).decode("ascii"), "srid": srid}
-    return conv
+def _geo_converter(s: str) -> Any:
+    ewkb = binascii.unhexlify(s)
+    return {"wkb": base64.b64encode(ewkb).decode("ascii"), "srid": ewkb_srid(ewkb)}
 
 
 def _type_mapping(info: TypeInfo, length: int, scale: int, registry: TypeRegistry,
@@ -571,9 +570,9 @@ def _type_mapping(info: TypeInfo, length: int, scale: int, registry: TypeRegistr
         return POINT_SCHEMA, conv_point
     name = info.name if info.namespace != "pg_catalog" else ""
     if name == "geometry":
-        return GEOMETRY_SCHEMA, _geo_converter(False)
+        return GEOMETRY_SCHEMA, _geo_converter
     if name == "geography":
-        return GEOGRAPHY_SCHEMA, _geo_converter(False)
+        return GEOGRAPHY_SCHEMA, _geo_converter
     if name in ("citext", "isbn"):
         return prim("string"), str
     if name == "ltree":
@@ -608,8 +607,10 @@ def _array_mapping(info: TypeInfo, registry: TypeRegistry, modes: TypeModes) -> 
     # Explicit cases use optional element schemas; enum and generic element schemas are not.
     items = elem_schema.with_optional(True) if explicit else elem_schema
 
+    delim = elem.delim
+
     def convert(s: str) -> list[Any]:
-        return [None if v is None else (None if isinstance(v, list) else elem_conv(v)) for v in parse_array(s)]
+        return [None if v is None else (None if isinstance(v, list) else elem_conv(v)) for v in parse_array(s, delim)]
 
     return Schema("array", items=items), convert
 
@@ -769,9 +770,11 @@ def toast_placeholder(schema: Schema, modes: TypeModes, type_name: str = "") -> 
 
     Strings get the placeholder text; BYTES the placeholder bytes (base64); hex binary mode the
     text; text/varchar/json(b) arrays a one-element list; int4/date arrays and int8 arrays the
-    placeholder's bytes as numbers; hstore the map {placeholder: placeholder}. Anything else gets
-    the placeholder text, as Debezium's unknown-data fallback does.
+    placeholder's bytes as numbers; hstore the map {placeholder: placeholder}; PostGIS values null.
+    Anything else gets the placeholder text, as Debezium's unknown-data fallback does.
     """
+    if schema.name in (GEOMETRY_SCHEMA.name, GEOGRAPHY_SCHEMA.name):
+        return None  # Debezium 3.6 sends null for an unchanged TOASTed PostGIS value
     text = modes.placeholder_text
     raw = modes.placeholder_bytes
     base = type_name.split("(")[0]

@@ -305,3 +305,53 @@ def workload_sql() -> str:
         lines.append(f"\n-- {name}")
         lines += [s.strip() + ";" for s in stmts]
     return "\n".join(lines) + "\n"
+
+
+# PostGIS (tests skip when the extension is not installed): geometry and geography columns with
+# and without a declared type/SRID, arrays, Z coordinates, NULL, an update and a delete.
+POSTGIS_SCHEMA_SQL = [
+    "CREATE EXTENSION IF NOT EXISTS postgis",
+    """CREATE TABLE geo (
+        id integer PRIMARY KEY,
+        g geometry,
+        g_point_4326 geometry(Point, 4326),
+        g_line geometry(LineString),
+        gg geography,
+        gg_poly geography(Polygon, 4326),
+        g_arr geometry[],
+        note text
+    )""",
+    "ALTER TABLE geo REPLICA IDENTITY FULL",
+    # REPLICA IDENTITY DEFAULT: an update leaves an out-of-line (TOASTed) geometry unchanged
+    "CREATE TABLE geo_toast (id integer PRIMARY KEY, shape geometry, n integer)",
+]
+
+POSTGIS_STEPS: list[tuple[str, list[str]]] = [
+    ("geometry/geography: points, linestrings, polygons, with and without SRID, NULL",
+     ["INSERT INTO geo VALUES (1, 'POINT(1 2)', 'SRID=4326;POINT(13.4 52.5)', 'LINESTRING(0 0, 1 1, 2 1)', "
+      "'POINT(-71.06 42.36)', 'POLYGON((0 0, 1 0, 1 1, 0 1, 0 0))', "
+      "ARRAY['POINT(1 1)'::geometry, 'SRID=3857;POINT(2 2)'::geometry], 'all set')",
+      "INSERT INTO geo VALUES (2, 'SRID=3857;POLYGON((0 0, 10 0, 10 10, 0 10, 0 0), (2 2, 3 2, 3 3, 2 2))', "
+      "NULL, NULL, 'SRID=4326;LINESTRING(-122.33 47.61, -122.42 37.77)', NULL, NULL, 'polygon with hole')",
+      "INSERT INTO geo VALUES (3, 'POINT Z(1 2 3)', NULL, 'LINESTRING EMPTY', 'MULTIPOINT((0 0), (1 1))', "
+      "NULL, '{}', 'z, empty, multi')",
+      "INSERT INTO geo (id, note) VALUES (4, 'all null')",
+      "INSERT INTO geo VALUES (5, 'GEOMETRYCOLLECTION(POINT(1 1), LINESTRING(0 0, 1 1))', "
+      "'SRID=4326;POINT(0 0)', NULL, NULL, NULL, NULL, 'collection')",
+      "UPDATE geo SET g = 'SRID=4326;POINT(9 9)', note = 'moved' WHERE id = 1",
+      "DELETE FROM geo WHERE id = 2"]),
+    ("a TOASTed geometry left unchanged by an update",
+     ["ALTER TABLE geo_toast ALTER COLUMN shape SET STORAGE EXTERNAL",
+      "INSERT INTO geo_toast SELECT 1, ST_MakeLine(array_agg(ST_MakePoint(i, i * 2) ORDER BY i)), 1 "
+      "FROM generate_series(1, 600) AS i",
+      "UPDATE geo_toast SET n = 2 WHERE id = 1",
+      "UPDATE geo_toast SET shape = 'POINT(0 0)', n = 3 WHERE id = 1"]),
+    ("last marker row", ["INSERT INTO geo (id, note) VALUES (999, 'end')"]),
+]
+
+
+def create_postgis_schema(conn) -> None:
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        for sql in POSTGIS_SCHEMA_SQL:
+            cur.execute(sql)
