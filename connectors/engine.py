@@ -12,6 +12,7 @@ import gc
 import logging
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,42 +133,76 @@ class Engine:
                     return self.stats
 
     def _run_once(self) -> None:
+        """Stream until the source ends or stops. While catching up (the source marks a batch
+        `extra["more"]`: more is already waiting) this is pipelined one batch deep: the sinks
+        write batch k on a worker thread while this thread decodes batch k+1 (Kafka's flush
+        wait, the jsonl fsync and the Rust parts of a Delta commit overlap with decoding).
+        Batch k is stored and acknowledged only after its write has returned, in order; at
+        most two batches are in memory. Other batches are settled as soon as they are written."""
         seq, start, skips = self._durable()
         source = self._source_factory()
         self._source = source
+        self._last_save = time.monotonic()
+        self._unsaved: Batch | None = None
+        inflight: tuple[Batch, Future[None]] | None = None
+        pool = ThreadPoolExecutor(1, thread_name_prefix="tidemark-sinks")
         try:
             source.open(start)
             self.metrics.connected.set(1)
             if self._stopping:
                 source.stop()
-            last_save = time.monotonic()
-            unsaved: Batch | None = None
-            for batch in self._coalesced(source.batches()):
-                batch.seq = seq
-                self._deliver(batch, skips)
-                unsaved = batch
-                now = time.monotonic()
-                if not self._needs_store or now - last_save >= self.offsets_flush_s:
-                    if self._needs_store:
-                        self.offsets.save(seq, batch.offset)
-                        last_save = now
-                    source.acknowledge(batch.offset)
-                    unsaved = None
-                seq += 1
-                self.stats.batches += 1
-                self.stats.records += len(batch.records)
-                self.stats.last_offset = batch.offset
-                self.metrics.observe_batch(batch)
-            if unsaved is not None:  # stopping: store and confirm what the sinks already hold
-                self.offsets.save(unsaved.seq, unsaved.offset)
-                source.acknowledge(unsaved.offset)
+            try:
+                for batch in self._coalesced(source.batches()):
+                    batch.seq = seq
+                    seq += 1
+                    if inflight is not None:
+                        self._settle(source, *inflight)
+                    inflight = (batch, pool.submit(self._deliver, batch, skips))
+                    if not batch.extra.get("more"):
+                        # The source had nothing more waiting: settle now rather than when the
+                        # next change arrives (an idle stream must not hold an unconfirmed batch).
+                        self._settle(source, *inflight)
+                        inflight = None
+            except BaseException:
+                # The source failed (or the process is being stopped) with a write in flight:
+                # let it finish first, so a retry never runs two writers on the same sinks, and
+                # keep its offset if it landed (nothing is re-sent needlessly).
+                if inflight is not None:
+                    batch, fut = inflight
+                    inflight = None
+                    if fut.exception() is None:
+                        self._settle(source, batch, fut)
+                raise
+            if inflight is not None:
+                self._settle(source, *inflight)
+            if self._unsaved is not None:  # stopping: store and confirm what the sinks already hold
+                self.offsets.save(self._unsaved.seq, self._unsaved.offset)
+                source.acknowledge(self._unsaved.offset)
         finally:
+            pool.shutdown(wait=True)
             self.metrics.connected.set(0)
             self._source = None
             try:
                 source.close()
             except Exception as e:  # closing must not mask the original error
                 log.warning("closing source: %s", e)
+
+    def _settle(self, source: Source, batch: Batch, fut: Future[None]) -> None:
+        """Wait until every sink holds `batch` (re-raising a sink's error), then store its offset
+        (at most every `offsets_flush_s` when an offset table is needed) and acknowledge it."""
+        fut.result()
+        self._unsaved = batch
+        now = time.monotonic()
+        if not self._needs_store or now - self._last_save >= self.offsets_flush_s:
+            if self._needs_store:
+                self.offsets.save(batch.seq, batch.offset)
+                self._last_save = now
+            source.acknowledge(batch.offset)
+            self._unsaved = None
+        self.stats.batches += 1
+        self.stats.records += len(batch.records)
+        self.stats.last_offset = batch.offset
+        self.metrics.observe_batch(batch)
 
     def _coalesced(self, batches: Iterator[Batch]) -> Iterator[Batch]:
         """Merge consecutive batches the source cut for size (`extra["more"]`: more is already

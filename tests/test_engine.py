@@ -1,0 +1,155 @@
+"""Engine loop ordering: pipelined writes, offsets only after durability, errors, coalescing.
+
+The engine is the unit under test; its collaborators are small in-memory implementations of
+the `Source`/`Sink`/`OffsetStore` protocols that record the order of calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from connectors.api import Batch, Record, TransientError
+from connectors.engine import Engine
+
+
+def rec(i: int) -> Record:
+    return Record("t", {"id": i}, {"id": i}, pos=(i,))
+
+
+class ListSource:
+    """Yields the given batches; `fail_after` raises a TransientError after that many."""
+
+    def __init__(self, batches: list[Batch], log: list[tuple], fail_after: int | None = None) -> None:
+        self._batches, self.log, self.fail_after = batches, log, fail_after
+
+    def open(self, start: dict[str, Any] | None) -> None:
+        self.log.append(("open", start))
+
+    def batches(self) -> Iterator[Batch]:
+        for i, b in enumerate(self._batches):
+            if self.fail_after is not None and i == self.fail_after:
+                raise TransientError("source dropped")
+            self.log.append(("yield", b.offset["n"]))
+            yield b
+
+    def acknowledge(self, offset: dict[str, Any]) -> None:
+        self.log.append(("ack", offset["n"]))
+
+    def stop(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.log.append(("close",))
+
+
+class LogSink:
+    """Records what it holds and when each batch became durable; `fail_seq` fails that batch."""
+
+    name = "slow"
+
+    def __init__(self, log: list[tuple], fail_seq: int | None = None) -> None:
+        self.log, self.fail_seq = log, fail_seq
+        self.held: list[int] = []
+
+    def write(self, batch: Batch) -> None:
+        if batch.seq == self.fail_seq:
+            raise TransientError("sink down")
+        self.held.extend(r.key["id"] for r in batch.records)
+        self.log.append(("durable", batch.offset["n"]))
+
+    def last_offset(self) -> None:
+        return None
+
+    def close(self) -> None:
+        pass
+
+
+class MemOffsets:
+    def __init__(self, log: list[tuple]) -> None:
+        self.log = log
+        self.saved: tuple[int, dict[str, Any]] | None = None
+
+    def load(self) -> tuple[int, dict[str, Any]] | None:
+        return self.saved
+
+    def save(self, seq: int, offset: dict[str, Any]) -> None:
+        self.saved = (seq, offset)
+        self.log.append(("save", offset["n"]))
+
+    def reset(self) -> None:
+        self.saved = None
+
+
+def engine(source: ListSource, sink: LogSink, offsets: MemOffsets, **kw: Any) -> Engine:
+    return Engine(lambda: source, [sink], offsets, offset_key=lambda o: (o["n"],), max_retries=0,
+                  offsets_flush_s=0, **kw)
+
+
+def batch(n: int, ids: list[int], more: bool) -> Batch:
+    return Batch([rec(i) for i in ids], {"n": n}, extra={"more": more})
+
+
+def test_offsets_are_saved_and_acked_only_after_the_write_in_order() -> None:
+    log: list[tuple] = []
+    src = ListSource([batch(1, [1, 2], True), batch(2, [3], True), batch(3, [4], False)], log)
+    sink, offs = LogSink(log), MemOffsets(log)
+    # commit_max_events=1: every source batch is its own commit, so the pipeline is exercised.
+    engine(src, sink, offs, commit_max_events=1).run()
+    assert sink.held == [1, 2, 3, 4]
+    for n in (1, 2, 3):
+        assert log.index(("durable", n)) < log.index(("save", n)) < log.index(("ack", n))
+    acks = [e[1] for e in log if e[0] == "ack"]
+    assert acks == [1, 2, 3]
+    # Pipelined: batch 2 was produced by the source before batch 1 was acknowledged.
+    assert log.index(("yield", 2)) < log.index(("ack", 1))
+    assert offs.saved == (3, {"n": 3})
+
+
+def test_a_batch_the_source_marks_final_is_settled_without_waiting_for_more() -> None:
+    log: list[tuple] = []
+    src = ListSource([batch(1, [1], False), batch(2, [2], False)], log)
+    engine(src, LogSink(log), MemOffsets(log)).run()
+    # Not pipelined: batch 1 is acknowledged before the source is asked for batch 2.
+    assert log.index(("ack", 1)) < log.index(("yield", 2))
+
+
+def test_sink_failure_is_raised_and_its_batch_never_acknowledged() -> None:
+    log: list[tuple] = []
+    src = ListSource([batch(1, [1], True), batch(2, [2], True), batch(3, [3], False)], log)
+    sink, offs = LogSink(log, fail_seq=2), MemOffsets(log)
+    with pytest.raises(TransientError, match="sink down"):
+        engine(src, sink, offs, commit_max_events=1).run()
+    assert ("ack", 2) not in log and ("save", 2) not in log
+    assert offs.saved == (1, {"n": 1})
+    assert log[-1] == ("close",)
+
+
+def test_source_failure_settles_the_write_in_flight_first() -> None:
+    log: list[tuple] = []
+    src = ListSource([batch(1, [1], True), batch(2, [2], True)], log, fail_after=1)
+    sink, offs = LogSink(log), MemOffsets(log)
+    with pytest.raises(TransientError, match="source dropped"):
+        engine(src, sink, offs, commit_max_events=1).run()
+    # Batch 1 was in flight when the source failed: it landed, so its offset is kept.
+    assert sink.held == [1] and offs.saved == (1, {"n": 1}) and ("ack", 1) in log
+
+
+def test_size_cut_batches_are_merged_up_to_the_commit_size() -> None:
+    log: list[tuple] = []
+    parts = [batch(i, [i], True) for i in range(1, 6)] + [batch(6, [6], False)]
+    sink = LogSink(log)
+    engine(ListSource(parts, log), sink, MemOffsets(log), commit_max_events=4).run()
+    durable = [e[1] for e in log if e[0] == "durable"]
+    assert durable == [4, 6]  # commits end at the 4th record, then at the source's final batch
+    assert sink.held == [1, 2, 3, 4, 5, 6]
+
+
+def test_position_only_batches_reach_the_sinks() -> None:
+    log: list[tuple] = []
+    src = ListSource([Batch([], {"n": 1}), batch(2, [1], False)], log)
+    offs = MemOffsets(log)
+    engine(src, LogSink(log), offs).run()
+    assert ("durable", 1) in log and ("save", 1) in log
