@@ -60,7 +60,8 @@ from connectors.properties import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ColumnRule", "ConfigError", "ConnectorConfig", "load", "parse_properties", "flatten_yaml"]
+__all__ = ["ColumnRule", "ConfigError", "ConnectorConfig", "load", "parse_properties", "flatten_yaml",
+           "split_statements"]
 
 MASK = "********"
 SOURCE_PREFIX = "debezium.source."
@@ -192,6 +193,27 @@ def split_list(text: str) -> list[str]:
     """Debezium's comma list: items trimmed, empty items dropped, `\\,` is a literal comma."""
     parts = re.split(r"(?<!\\),", text)
     return [p.replace("\\,", ",").strip() for p in parts if p.replace("\\,", ",").strip()]
+
+
+def split_statements(text: str | None) -> list[str]:
+    """`database.initial.statements` as Debezium's JdbcConnection splits it: `;` ends a
+    statement, `;;` is a literal semicolon, statements are trimmed and empty ones dropped."""
+    out: list[str] = []
+    buf: list[str] = []
+    i, n = 0, len(text or "")
+    while i < n:
+        ch = text[i]  # type: ignore[index]
+        if ch != ";":
+            buf.append(ch)
+        elif i + 1 < n and text[i + 1] == ";":  # type: ignore[index]
+            buf.append(";")
+            i += 1
+        else:
+            out.append("".join(buf).strip())
+            buf = []
+        i += 1
+    out.append("".join(buf).strip())
+    return [s for s in out if s]
 
 
 def compile_regex(pattern: str) -> re.Pattern[str]:

@@ -563,7 +563,6 @@ class Unsupported:
 _JAVA_CLASS = "a custom Java class (only Debezium's default is built in)"
 DEFAULT_ONLY: dict[str, Unsupported] = {
     # Cheap to implement (candidates for the connectors' owners).
-    "database.initial.statements": Unsupported("SQL statements run on every new database connection"),
     "skip.messages.without.change": Unsupported("dropping updates that change no captured column"),
     "schema.name.adjustment.mode": Unsupported("Avro-safe schema names"),
     "field.name.adjustment.mode": Unsupported("Avro-safe field names"),
@@ -668,9 +667,9 @@ HINTS: dict[str, str] = {
 SANITIZE_PATTERN = re.compile(
     r".*password$|.*secret$|.*sasl\.jaas\.config$|.*basic\.auth\.user\.info.*|.*ssl.*key.*password.*"
     r"|.*registry\.auth\.client-secret$|.*credentials\.json$|.*connectionstring$|.*connection\.string$"
-    r"|debezium\.sink\.delta\.storage\..+",
+    r"|debezium\.sink\.delta\.storage\..+|(debezium\.source\.)?database\.initial\.statements",
     re.IGNORECASE,
 )
-"""Keys whose values are secrets (Debezium's custom.sanitize.pattern default, plus SSL key passwords
-and every delta-rs storage option: access keys, SAS tokens and service-account JSON hide under
-many names, so all of them are masked)."""
+"""Keys whose values are secrets (Debezium's custom.sanitize.pattern default, plus SSL key passwords,
+every delta-rs storage option: access keys, SAS tokens and service-account JSON hide under
+many names, so all of them are masked, and database.initial.statements, which may set secrets)."""

@@ -627,12 +627,12 @@ def test_default_only_keys(name: str, connector: str) -> None:
 
 
 def test_default_only_messages() -> None:
-    msg = errors_of(plain(skip__messages__without__change="true", database__initial__statements="SET x=1",
+    msg = errors_of(plain(include__schema__comments="true", guardrail__collections__max="3",
                           extended__headers__enabled="true"))
-    assert ("skip.messages.without.change=true: not supported yet: dropping updates that change no captured "
-            "column; remove it or set false") in msg
-    assert ("database.initial.statements=SET x=1: not supported yet: SQL statements run on every new database "
-            "connection; remove it") in msg
+    assert ("include.schema.comments=true: not supported yet: column comments in the schemas; remove it or "
+            "set false") in msg
+    assert ("guardrail.collections.max=3: not supported yet: a limit on the number of captured tables; remove "
+            "it or set 0") in msg
     assert "extended.headers.enabled=true: not supported yet: the __debezium.context.* Kafka headers" in msg
     assert from_mapping(plain(lsn__flush__mode="connector")).warnings == []
 

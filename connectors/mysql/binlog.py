@@ -429,6 +429,9 @@ class ConnectionSettings:
     read_timeout: float | None = None
     ssl_mode: str = "preferred"
     ssl_context: ssl.SSLContext | None = field(default=None, repr=False, compare=False)
+    # database.initial.statements: run on the set-up connection, never on the binlog stream's
+    # (Debezium runs them on its JDBC connections only). They may hold secrets.
+    initial_statements: tuple[str, ...] = field(default=(), repr=False)
 
     def pymysql_kwargs(self) -> dict[str, Any]:
         kw: dict[str, Any] = {"host": self.host, "port": self.port, "user": self.user, "password": self.password,

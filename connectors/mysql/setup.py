@@ -10,6 +10,7 @@ REPLICATION SLAVE + REPLICATION CLIENT grants, `database.server.id` not used by 
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Mapping
@@ -18,8 +19,11 @@ from typing import Any
 import pymysql
 
 from connectors.api import GtidSet, TerminalError
+from connectors.config import split_statements
 from connectors.mysql import tls
 from connectors.mysql.binlog import ConnectionSettings, connection_error, recovery_hint
+
+log = logging.getLogger(__name__)
 
 
 def settings_from_props(props: Mapping[str, Any]) -> ConnectionSettings:
@@ -27,16 +31,41 @@ def settings_from_props(props: Mapping[str, Any]) -> ConnectionSettings:
     return ConnectionSettings(str(props.get("database.hostname", "localhost")), int(props.get("database.port", 3306)),
                               str(props.get("database.user", "")), str(props.get("database.password", "") or ""),
                               float(props.get("connect.timeout.ms", 30000)) / 1000,
-                              ssl_mode=mode, ssl_context=tls.ssl_context(props, mode))
+                              ssl_mode=mode, ssl_context=tls.ssl_context(props, mode),
+                              initial_statements=tuple(split_statements(props.get("database.initial.statements"))))
 
 
 def connect(s: ConnectionSettings, *, unreachable_is_transient: bool = False) -> pymysql.connections.Connection:
-    """The set-up connection. Unreachable is terminal unless the caller has reached the server
-    before (see `connection_error`)."""
+    """The set-up connection, with `database.initial.statements` run on it. Unreachable is
+    terminal unless the caller has reached the server before (see `connection_error`)."""
     try:
-        return pymysql.connect(**s.pymysql_kwargs())
+        conn = pymysql.connect(**s.pymysql_kwargs())
     except pymysql.err.OperationalError as e:
         raise connection_error(e, s, unreachable_is_transient=unreachable_is_transient) from None
+    if s.initial_statements:
+        run_initial_statements(conn, s)
+    return conn
+
+
+def run_initial_statements(conn: pymysql.connections.Connection, s: ConnectionSettings) -> None:
+    """Neither the statements nor the server's message (it may quote them) are logged or shown:
+    only which one failed and the server's error number."""
+    total = len(s.initial_statements)
+    for i, stmt in enumerate(s.initial_statements, 1):
+        try:
+            with conn.cursor() as cur:
+                cur.execute(stmt)
+        except pymysql.err.MySQLError as e:
+            conn.close()
+            code = e.args[0] if e.args and isinstance(e.args[0], int) else 0
+            if isinstance(e, pymysql.err.OperationalError) and code in (2006, 2013):
+                raise connection_error(e, s) from None  # the connection dropped: retried
+            raise TerminalError(
+                f"database.initial.statements: statement {i} of {total} failed on {s.host}:{s.port} "
+                f"with server error {code}",
+                "run that statement in the mysql client as the connector's user to see the server's message, "
+                "then fix it") from None
+    log.info("ran %d database.initial.statements on a new connection to %s:%s", total, s.host, s.port)
 
 
 def _var(cur: Any, name: str) -> str | None:

@@ -21,6 +21,7 @@ from psycopg2 import sql
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 
 from connectors.api import Lsn, TerminalError, TidemarkError, TransientError
+from connectors.config import split_statements
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +98,9 @@ class PgConnParams:
     tcp_keepalive: bool = True
     # sslcert, sslkey, sslrootcert, ... and sslpassword, hence no repr either
     extra: Mapping[str, str] = field(default_factory=dict, repr=False)
+    # database.initial.statements, run on every new non-replication connection (as Debezium's
+    # JDBC connections do; its replication connection runs none). They may hold secrets.
+    initial_statements: tuple[str, ...] = field(default=(), repr=False)
 
     @classmethod
     def from_props(cls, props: Mapping[str, Any]) -> PgConnParams:
@@ -115,6 +119,7 @@ class PgConnParams:
             connect_timeout=max(1, int(props.get("connect.timeout.ms") or 10000) // 1000),
             tcp_keepalive=bool(props.get("database.tcpKeepAlive", True)),
             extra=extra,
+            initial_statements=tuple(split_statements(props.get("database.initial.statements"))),
         )
 
     def kwargs(self) -> dict[str, Any]:
@@ -158,7 +163,32 @@ def connect(
         raise _connect_error(exc, params, replication, unreachable_is_transient) from exc
     if not replication:
         conn.autocommit = True
+        if params.initial_statements:
+            run_initial_statements(conn, params)
     return conn
+
+
+def run_initial_statements(conn: Any, params: PgConnParams) -> None:
+    """Run `database.initial.statements` on a new connection. Neither the statements nor the
+    server's message (it may quote them) are logged or shown: only which one failed and its
+    SQLSTATE."""
+    total = len(params.initial_statements)
+    for i, stmt in enumerate(params.initial_statements, 1):
+        try:
+            with conn.cursor() as cur:
+                cur.execute(stmt)
+        except psycopg2.Error as exc:
+            conn.close()
+            code = getattr(exc, "pgcode", None)
+            if code is None or code in _TRANSIENT_CODES:
+                raise translate_error(exc, "running database.initial.statements") from None
+            name = psycopg2.errorcodes.lookup(code) or "error"
+            raise TerminalError(
+                f"database.initial.statements: statement {i} of {total} failed on {params.address} "
+                f"with SQLSTATE {code} ({name.lower()})",
+                "run that statement in psql as the connector's user to see the server's message, then fix it",
+            ) from None
+    log.info("ran %d database.initial.statements on a new connection to %s", total, params.address)
 
 
 def _connect_error(
