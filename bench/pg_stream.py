@@ -13,33 +13,33 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import select
-import shutil
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from _common import (
+    TIDEMARK_CONSUMERS,
+    add_common_args,
+    bench_session,
+    emit,
+    log,
+    profile_tidemark,
+    run_monitored,
+    run_tidemark,
+    selection,
+    sink_props,
+    tidemark_line,
+    write_properties,
+)
 
 PUBLICATION = "bench_pub"
 TARGETS = {"tidemark_delta": 1.25, "tidemark_kafka": 1.0, "tidemark_kafka_python": 1.0}
-TIDEMARK_CONSUMERS = {
-    # consumer name -> (slot, sink properties)
-    "tidemark_delta": {"debezium.sink.type": "delta"},
-    "tidemark_kafka": {"debezium.sink.type": "kafka", "debezium.sink.kafka.client": "confluent"},
-    "tidemark_kafka_python": {"debezium.sink.type": "kafka", "debezium.sink.kafka.client": "kafka-python"},
-    "tidemark_jsonl": {"debezium.sink.type": "jsonl"},
-}
 ALL_CONSUMERS = [*TIDEMARK_CONSUMERS, "debezium", "psycopg2_raw"]
 PROFILED = ["tidemark_delta", "tidemark_kafka", "tidemark_kafka_python"]
-STOPPED_RE = re.compile(r"stopped: (\d+) records in (\d+) batches, ([\d.]+)s")
+SHAPES = ["single_row_tx", "tx_1000_rows"]
 
 SCHEMA_SQL = """
 CREATE TABLE IF NOT EXISTS bench (
@@ -65,51 +65,6 @@ BEGIN
     END LOOP;
 END $$;
 """
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def emit(obj: dict[str, Any]) -> None:
-    print(json.dumps(obj), flush=True)
-
-
-# --------------------------------------------------------------------------- peak RSS
-class RssMonitor:
-    """Polls the RSS of a process and all its descendants (summed); keeps the peak."""
-
-    def __init__(self, pid: int, interval: float = 0.05) -> None:
-        import psutil
-
-        self._proc = psutil.Process(pid)
-        self._interval = interval
-        self.peak = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        import psutil
-
-        while not self._stop.is_set():
-            try:
-                procs = [self._proc, *self._proc.children(recursive=True)]
-                total = 0
-                for p in procs:
-                    try:
-                        total += p.memory_info().rss
-                    except psutil.Error:
-                        pass
-                self.peak = max(self.peak, total)
-            except psutil.Error:
-                return
-            self._stop.wait(self._interval)
-
-    def stop(self) -> float:
-        self._stop.set()
-        self._thread.join(2)
-        return self.peak / 2**20
 
 
 # --------------------------------------------------------------------------- workload
@@ -158,45 +113,9 @@ def tidemark_config(path: Path, pg: Any, kafka: Any, consumer: str, slot: str, w
         "debezium.source.publication.autocreate.mode": "disabled",
         "debezium.source.snapshot.mode": "no_data",
         "debezium.source.plugin.name": "pgoutput",
-        "tidemark.warehouse": str(work / "warehouse"),
     })
-    props.update(TIDEMARK_CONSUMERS[consumer])
-    if props["debezium.sink.type"] == "jsonl":
-        props["debezium.sink.jsonl.path"] = str(work / "events.jsonl")
-    if props["debezium.sink.type"] == "kafka":
-        props["debezium.sink.kafka.producer.bootstrap.servers"] = kafka.bootstrap
-        props["debezium.sink.kafka.topic.creation.partitions"] = "1"
-    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-    return path
-
-
-def run_tidemark(cfg: Path, work: Path, n: int, profile_out: Path | None = None) -> dict[str, Any]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    cmd = [sys.executable]
-    if profile_out is not None:
-        cmd += ["-m", "cProfile", "-o", str(profile_out)]
-    cmd += ["-m", "connectors.cli", "run", "--config", str(cfg), "--until-caught-up"]
-    log_path = work / "tidemark.log"
-    with log_path.open("wb") as lf:
-        t0 = time.monotonic()
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=lf, env=env, cwd=ROOT)
-        mon = RssMonitor(proc.pid)
-        try:
-            rc = proc.wait(timeout=max(600, n / 200))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            rc = -9
-        wall = time.monotonic() - t0
-        peak = mon.stop()
-    text = log_path.read_text(errors="replace")
-    if rc != 0:
-        raise RuntimeError(f"tidemark exited {rc}; log {log_path}:\n{text[-3000:]}")
-    m = STOPPED_RE.search(text)
-    records, batches, engine_s = (int(m[1]), int(m[2]), float(m[3])) if m else (None, None, None)
-    if records is not None and records != n:
-        log(f"WARNING: tidemark reported {records} records, expected {n}; log {log_path}")
-    return {"wall_s": wall, "engine_s": engine_s, "records": records, "batches": batches, "peak_rss_mb": peak}
+    props.update(sink_props(consumer, work, kafka))
+    return write_properties(path, props)
 
 
 # --------------------------------------------------------------------------- Debezium
@@ -266,19 +185,8 @@ def run_debezium(pg: Any, slot: str, work: Path, n: int) -> dict[str, Any]:
     cmd = [sys.executable, os.path.abspath(__file__), "--debezium-child", str(props_path), str(stats_path),
            str(n), str(timeout)]
     log_path = work / "debezium.log"
-    with log_path.open("wb") as lf:
-        start = time.time()
-        t0 = time.monotonic()
-        proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT, cwd=ROOT)
-        mon = RssMonitor(proc.pid)
-        try:
-            rc = proc.wait(timeout=timeout + 120)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            rc = -9
-        wall = time.monotonic() - t0
-        peak = mon.stop()
+    start = time.time()
+    rc, wall, peak, _cpu = run_monitored(cmd, log_path, timeout + 120)
     if not stats_path.exists():
         raise RuntimeError(f"debezium child exited {rc} without stats; log {log_path}:\n"
                            f"{log_path.read_text(errors='replace')[-3000:]}")
@@ -327,18 +235,6 @@ def run_raw(pg: Any, slot: str, n: int) -> dict[str, Any]:
     return {"steady_s": end - (first or t0), "wall_s": end - t0, "records": inserts, "transactions": begins}
 
 
-# --------------------------------------------------------------------------- profile summary
-def profile_summary(prof: Path, top: int = 25) -> str:
-    import io
-    import pstats
-
-    buf = io.StringIO()
-    st = pstats.Stats(str(prof), stream=buf)
-    st.sort_stats("tottime").print_stats(top)
-    st.sort_stats("cumulative").print_stats(top)
-    return buf.getvalue()
-
-
 # --------------------------------------------------------------------------- main
 def bench_round(pg: Any, kafka: Any, shape: str, first_id: int, n: int, consumers: list[str], base: Path,
                 profile: bool) -> None:
@@ -362,12 +258,7 @@ def bench_round(pg: Any, kafka: Any, shape: str, first_id: int, n: int, consumer
             if c in TIDEMARK_CONSUMERS:
                 cfg = tidemark_config(work / "tidemark.properties", pg, kafka, c, slots[c], work)
                 r = run_tidemark(cfg, work, n)
-                secs = r["engine_s"] if r["engine_s"] else r["wall_s"]
-                steady[c] = secs
-                emit({**common, "consumer": c, "seconds": round(secs, 3), "events_per_s": round(n / secs),
-                      "seconds_incl_startup": round(r["wall_s"], 3),
-                      "events_per_s_incl_startup": round(n / r["wall_s"]),
-                      "records": r["records"], "batches": r["batches"], "peak_rss_mb": round(r["peak_rss_mb"], 1)})
+                steady[c] = tidemark_line(common, c, n, r)
             elif c == "debezium":
                 r = run_debezium(pg, slots[c], work, n)
                 steady[c] = r["steady_s"]
@@ -406,62 +297,30 @@ def bench_round(pg: Any, kafka: Any, shape: str, first_id: int, n: int, consumer
         work = base / shape / f"profile_{c}"
         work.mkdir(parents=True, exist_ok=True)
         cfg = tidemark_config(work / "tidemark.properties", pg, kafka, c, slot, work)
-        prof = work / "run.prof"
-        log(f"{shape}: profiling {c} (cProfile) on slot {slot}")
-        try:
-            r = run_tidemark(cfg, work, n, profile_out=prof)
-            log(f"{shape}: profiled {c}: {r['engine_s']}s under cProfile; profile {prof}\n{profile_summary(prof)}")
-        except Exception as e:  # noqa: BLE001
-            log(f"{shape}: profiling {c} FAILED: {e}")
+        profile_tidemark(f"{shape} {c} on slot {slot}", cfg, work, n)
     drop_slots(pg, [*slots.values(), *prof_slots.values()])
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--events", type=int, default=100_000, help="rows per workload shape (default 100000)")
-    ap.add_argument("--quick", action="store_true", help="5000 events (smoke run, ~2 minutes)")
-    ap.add_argument("--shapes", default="single_row_tx,tx_1000_rows")
-    ap.add_argument("--consumers", default=",".join(ALL_CONSUMERS))
-    ap.add_argument("--profile", action="store_true",
-                    help="also run Tidemark delta, kafka and kafka-python under cProfile (own slots) and log the hotspots")
-    ap.add_argument("--keep", action="store_true", help="keep the work directory (logs, profiles)")
+    add_common_args(ap, SHAPES, ALL_CONSUMERS, PROFILED)
     ap.add_argument("--debezium-child", nargs=4, metavar=("PROPS", "STATS", "N", "TIMEOUT"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.debezium_child:
         props, stats, n, timeout = a.debezium_child
         debezium_child(props, stats, int(n), float(timeout))
         return 0
-    n = 5000 if a.quick else a.events
-    shapes = [s for s in a.shapes.split(",") if s]
-    consumers = [c for c in a.consumers.split(",") if c]
-    bad = [c for c in consumers if c not in ALL_CONSUMERS] + [
-        s for s in shapes if s not in ("single_row_tx", "tx_1000_rows")]
-    if bad:
-        ap.error(f"unknown consumers/shapes: {bad}")
+    n, shapes, consumers = selection(ap, a, SHAPES, ALL_CONSUMERS)
 
-    from connectors.embedded.kafka import start_kafka
     from connectors.embedded.postgres import start_pg
 
-    base = Path(tempfile.mkdtemp(prefix="tidemark-bench-"))
-    log(f"work dir {base}; {os.cpu_count()} CPUs; events per shape {n}")
-    t_all = time.monotonic()
-    pg = start_pg(None, max_replication_slots=20, max_wal_senders=20, max_wal_size="4GB")
-    kafka = start_kafka() if any("kafka" in c for c in consumers) else None
-    try:
+    use_kafka = any("kafka" in c for c in consumers)
+    with bench_session("tidemark-bench-", n, a.keep or a.profile, use_kafka) as (base, servers, kafka):
+        pg = start_pg(None, max_replication_slots=20, max_wal_senders=20, max_wal_size="4GB")
+        servers.callback(pg.destroy)
         setup_database(pg)
-        first_id = 1
-        for shape in shapes:
-            bench_round(pg, kafka, shape, first_id, n, consumers, base, a.profile)
-            first_id += n
-    finally:
-        if kafka is not None:
-            kafka.destroy()
-        pg.destroy()
-        if a.keep or a.profile:
-            log(f"kept {base}")
-        else:
-            shutil.rmtree(base, ignore_errors=True)
-    log(f"total {time.monotonic() - t_all:.0f}s")
+        for i, shape in enumerate(shapes):
+            bench_round(pg, kafka, shape, 1 + i * n, n, consumers, base, a.profile)
     return 0
 
 
