@@ -120,6 +120,9 @@ def build(namespace: str, table: str, columns: list[ColumnDef], primary_key: lis
             fn = rules.value_transform(cid, col.length)
             if fn is not None:
                 convert = fn if convert is None else (lambda v, a=convert, b=fn: b(a(v)))
+        mapped = _mapper_parameters(rules, cid, col.length)
+        if mapped:
+            schema = schema.with_parameters(mapped)
         cols.append(ColumnDef(col.name, schema, convert, col.type_name, col.length, col.scale, col.unavailable,
                               col.emitted))
 
@@ -141,6 +144,24 @@ def build(namespace: str, table: str, columns: list[ColumnDef], primary_key: lis
     env = envelope_schema(base, value_schema, source_schema)
     return TableSchema(namespace, table, namer.data_topic(namespace, table), cols, value_idx, key_idx,
                        key_schema, value_schema, env, unavailable_marker)
+
+
+def _any(patterns: Sequence[Any], name: str) -> bool:
+    return any(p.fullmatch(name) for p in patterns)
+
+
+def _mapper_parameters(rules: ColumnRules, column_id: str, length: int | None) -> dict[str, str]:
+    """Schema parameters of Debezium's column mappers: `truncateLength` when a truncation can
+    shorten the column (its length is unknown or longer), `masked` for a mask or hash — set on
+    every matched column, whatever its type (TableSchemaBuilder calls alterFieldSchema for all)."""
+    params: dict[str, str] = {}
+    for n, pats in rules.truncate:
+        if (length is None or length < 0 or length > n) and _any(pats, column_id):
+            params["truncateLength"] = str(n)
+    if any(_any(pats, column_id) for _, pats in rules.mask) or any(
+            _any(h[-1], column_id) for h in rules.hash):
+        params["masked"] = "true"
+    return params
 
 
 def _propagated(col: ColumnDef) -> tuple[str, dict[str, str]]:

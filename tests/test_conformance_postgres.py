@@ -145,6 +145,16 @@ def test_postgis_matches_debezium(variant, pg, pg_database, unique_name, tmp_pat
                         pg, pg_database, unique_name, tmp_path)
 
 
+@pytest.mark.debezium
+@pytest.mark.postgres
+@pytest.mark.parametrize("skip", ["false"])
+def test_skip_messages_without_change_matches_debezium(skip, pg, pg_database, unique_name, tmp_path):
+    """Column filters, masks and truncation with and without skip.messages.without.change."""
+    capture_and_compare(f"skip-unchanged-{skip}", {**workload.SKIP_PROPS, "skip.messages.without.change": skip},
+                        workload.create_skip_schema, lambda conn: workload.run_steps(conn, workload.SKIP_STEPS),
+                        pg, pg_database, unique_name, tmp_path)
+
+
 def capture_and_compare(variant: str, extra: dict[str, str], prepare: Callable[[Any], None],
                         run: Callable[[Any], None], pg: Any, pg_database: str, unique_name: Any,
                         tmp_path: Path) -> None:

@@ -355,3 +355,45 @@ def create_postgis_schema(conn) -> None:
     with conn.cursor() as cur:
         for sql in POSTGIS_SCHEMA_SQL:
             cur.execute(sql)
+
+
+# skip.messages.without.change with column filters, masks and truncation: updates that change only
+# excluded columns, no-op updates, changes hidden by a mask or a truncation, a TOASTed column left
+# unchanged under REPLICA IDENTITY FULL, and DEFAULT-identity tables (no `before` to compare).
+SKIP_SCHEMA_SQL = [
+    "CREATE TABLE sk_full (id integer PRIMARY KEY, x text, ign text, m text, tr text, big text)",
+    "ALTER TABLE sk_full REPLICA IDENTITY FULL",
+    "ALTER TABLE sk_full ALTER COLUMN big SET STORAGE EXTERNAL",
+    "CREATE TABLE sk_default (id integer PRIMARY KEY, x text, ign text)",
+]
+
+SKIP_PROPS = {
+    "column.exclude.list": r"public\.sk_full\.ign,public\.sk_default\.ign",
+    "column.mask.with.3.chars": r"public\.sk_full\.m",
+    "column.truncate.to.2.chars": r"public\.sk_full\.tr",
+}
+
+SKIP_STEPS: list[tuple[str, list[str]]] = [
+    ("updates that change captured columns, and updates that do not",
+     ["INSERT INTO sk_full VALUES (1, 'x1', 'i1', 'aaa', 'abc', " + _big_text() + ")",
+      "UPDATE sk_full SET ign = 'i2' WHERE id = 1",
+      "UPDATE sk_full SET x = 'x2' WHERE id = 1",
+      "UPDATE sk_full SET x = x WHERE id = 1",
+      "UPDATE sk_full SET m = 'bbb' WHERE id = 1",
+      "UPDATE sk_full SET tr = 'abd' WHERE id = 1",
+      "UPDATE sk_full SET big = 'small now', ign = 'i3' WHERE id = 1",
+      "UPDATE sk_full SET ign = 'i4' WHERE id = 1",
+      "INSERT INTO sk_default VALUES (1, 'x', 'i')",
+      "UPDATE sk_default SET ign = 'i2' WHERE id = 1",
+      "UPDATE sk_default SET x = x WHERE id = 1",
+      "UPDATE sk_full SET id = 2, ign = 'i5' WHERE id = 1",
+      "DELETE FROM sk_default WHERE id = 1"]),
+    ("last marker row", ["INSERT INTO sk_default VALUES (999, 'end', 'end')"]),
+]
+
+
+def create_skip_schema(conn) -> None:
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        for sql in SKIP_SCHEMA_SQL:
+            cur.execute(sql)
