@@ -168,8 +168,8 @@ PgOutputMessage = (
 )
 
 # --------------------------------------------------------------------------- structs
-_BEGIN = Struct("!xQqI")  # type, final_lsn, commit_ts, xid
-_COMMIT = Struct("!xBQQq")  # type, flags, commit_lsn, end_lsn, commit_ts
+BEGIN = Struct("!xQqI")  # type, final_lsn, commit_ts, xid
+COMMIT = Struct("!xBQQq")  # type, flags, commit_lsn, end_lsn, commit_ts
 _ORIGIN = Struct("!xQ")
 _OID = Struct("!xI")  # type byte + relation/type oid
 _REL_TAIL = Struct("!cH")  # replica identity, column count
@@ -218,12 +218,12 @@ def _cstr(buf: bytes, pos: int) -> tuple[str, int]:
 
 # --------------------------------------------------------------------------- per-type decoders
 def _begin(buf: bytes) -> Begin:
-    lsn, ts, xid = _BEGIN.unpack_from(buf)
+    lsn, ts, xid = BEGIN.unpack_from(buf)
     return Begin(lsn, ts + PG_EPOCH_OFFSET_US, xid)
 
 
 def _commit(buf: bytes) -> Commit:
-    flags, lsn, end, ts = _COMMIT.unpack_from(buf)
+    flags, lsn, end, ts = COMMIT.unpack_from(buf)
     return Commit(flags, lsn, end, ts + PG_EPOCH_OFFSET_US)
 
 

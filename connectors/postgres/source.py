@@ -23,6 +23,7 @@ from connectors.filters import ColumnRules, NameFilter, TableFilters, compile_li
 from connectors.postgres import pgoutput as pgo
 from connectors.postgres.events import PgEventFactory, Tx
 from connectors.postgres.tables import TableCache
+from connectors.postgres.unchanged import SkipUnchangedEventFactory
 from connectors.topics import TopicNamer
 
 log = logging.getLogger(__name__)
@@ -131,9 +132,10 @@ class PostgresSource:
         self._seq_commit = start_offset.get("seq_commit") if start_offset else None
         self._target = setup.current_wal_lsn(self._conn) if self.until_caught_up else None
         self._tables = TableCache(self._conn, self.cfg, self.namer, self.filters, self.rules)
-        self._events = PgEventFactory(self.cfg.topic_prefix, src["database.dbname"],
-                                      self.namer.transaction_topic, self.tx_meta,
-                                      src.get("binary.handling.mode", "bytes"))
+        # skip.messages.without.change: a factory that compares before/after, only when asked.
+        factory = SkipUnchangedEventFactory if src.get("skip.messages.without.change") else PgEventFactory
+        self._events = factory(self.cfg.topic_prefix, src["database.dbname"], self.namer.transaction_topic,
+                               self.tx_meta, src.get("binary.handling.mode", "bytes"))
         self._stream = replication.ReplicationStream(
             params, slot_name, src["publication.name"], start_lsn=start_lsn,
             status_interval_ms=int(src.get("status.update.interval.ms") or 10000))
@@ -183,7 +185,8 @@ class PostgresSource:
         assert self._stream is not None and self._tables is not None and self._events is not None
         stream, tables, ev = self._stream, self._tables, self._events
         decode, dispatch = pgo.decode, pgo.DISPATCH
-        Begin, Commit, Insert, Update, Delete = pgo.Begin, pgo.Commit, pgo.Insert, pgo.Update, pgo.Delete
+        begin_unpack, commit_unpack, epoch_us = pgo.BEGIN.unpack_from, pgo.COMMIT.unpack_from, pgo.PG_EPOCH_OFFSET_US
+        Insert, Update, Delete = pgo.Insert, pgo.Update, pgo.Delete
         pending: list[Record] = []
         tx: Tx | None = None
         flush_lsn = self._flushed            # end LSN of the last complete transaction (confirmable)
@@ -221,8 +224,37 @@ class PostgresSource:
                 return
             msgs = stream.read_batch(self.max_batch, self.poll_s)
             for lsn, payload in msgs:
+                kind = payload[0]
+                # BEGIN and COMMIT (two of the three messages of a one-row transaction) are
+                # unpacked right here, without a message object.
+                if kind == 66:  # 'B'
+                    try:
+                        final_lsn, begin_ts, xid = begin_unpack(payload)
+                    except Exception:
+                        decode(payload)  # raises the PgOutputError that explains it
+                        raise
+                    tx = Tx(xid, final_lsn, begin_ts + epoch_us, seq_commit)
+                    continue
+                if kind == 67:  # 'C'
+                    try:
+                        _, commit_lsn, end_lsn, commit_ts = commit_unpack(payload)
+                    except Exception:
+                        decode(payload)
+                        raise
+                    if tx is not None and (tx.commit_lsn, MAX, 0) > start_key:
+                        ev.tx_end(pending, tx, lsn)
+                    if end_lsn > flush_lsn:
+                        flush_lsn = end_lsn
+                    order_commit = commit_lsn
+                    seq_commit = lsn
+                    src_ts = (commit_ts + epoch_us) // 1000
+                    n_tx += 1
+                    tx = None
+                    if len(pending) >= self.max_batch:
+                        yield cut(False, more=True)
+                    continue
                 try:
-                    m = dispatch[payload[0]](payload)
+                    m = dispatch[kind](payload)
                 except Exception:
                     m = decode(payload)  # raises the PgOutputError that explains it
                 t = type(m)
@@ -240,19 +272,6 @@ class PostgresSource:
                     ev.change(pending, tx, ts, m, lsn, pos, skipped, tombstones)
                     if len(pending) >= self.max_batch:
                         yield cut(True, more=True)
-                elif t is Begin:
-                    tx = Tx(m.xid, m.final_lsn, m.commit_ts, seq_commit)
-                elif t is Commit:
-                    if tx is not None and (tx.commit_lsn, MAX, 0) > start_key:
-                        ev.tx_end(pending, tx, lsn)
-                    flush_lsn = max(flush_lsn, m.end_lsn)
-                    order_commit = m.commit_lsn
-                    seq_commit = lsn
-                    src_ts = m.commit_ts // 1000
-                    n_tx += 1
-                    tx = None
-                    if len(pending) >= self.max_batch:
-                        yield cut(False, more=True)
                 elif t is pgo.Relation:
                     tables.relation(m)
                 elif t is pgo.Truncate:
