@@ -271,6 +271,10 @@ def main() -> None:
         code = 130
     except BaseException as e:  # noqa: BLE001 - anything else still leaves through os._exit below
         print(f"tidemark: error: unexpected {type(e).__name__}: {e}", file=sys.stderr)
+    if sys.getprofile() is not None:
+        # Under `python -m cProfile` (bench --profile): the profiler writes its file after
+        # main() returns, so leave the normal way.
+        sys.exit(code)
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):  # a closed pipe must not change the outcome

@@ -36,9 +36,11 @@ class Metrics:
         changes are not. `batch.extra["filtered"]`: changes the source dropped (table/column
         filters, skipped.operations) while reading this batch."""
         self.batches.inc()
-        ops = Tally(
-            op for op in (r.value.get("op") for r in batch.records if type(r.value) is dict) if type(op) is str
-        )
+        # One list comprehension over the batch (this runs for every record); non-string ops
+        # (records without one, tombstones) are dropped from the tally afterwards.
+        ops = Tally([v.get("op") for v in [r.value for r in batch.records] if type(v) is dict])
+        for bad in [op for op in ops if type(op) is not str]:
+            del ops[bad]
         if ops:
             for op, n in ops.items():
                 self.events_by_op.labels(op=op).inc(n)
