@@ -563,7 +563,6 @@ class Unsupported:
 _JAVA_CLASS = "a custom Java class (only Debezium's default is built in)"
 DEFAULT_ONLY: dict[str, Unsupported] = {
     # Cheap to implement (candidates for the connectors' owners).
-    "skip.messages.without.change": Unsupported("dropping updates that change no captured column"),
     "schema.name.adjustment.mode": Unsupported("Avro-safe schema names"),
     "field.name.adjustment.mode": Unsupported("Avro-safe field names"),
     "event.processing.failure.handling.mode": Unsupported("skipping or logging events that fail to process"),

@@ -70,6 +70,13 @@ class TableSchema:
             _compile(columns, key_cols, unavailable_marker) if key_cols else _no_key)
 
 
+def unchanged_update(ts: TableSchema, old_raw: Sequence[Any] | None, new_raw: Sequence[Any]) -> bool:
+    """skip.messages.without.change: Debezium drops an update whose `before` and `after` value
+    structs are equal — captured columns only, after masks and truncation. Without an old row
+    (PostgreSQL REPLICA IDENTITY DEFAULT) there is nothing to compare and the update is kept."""
+    return old_raw is not None and ts.row(old_raw) == ts.row(new_raw)
+
+
 def _no_key(_raw: Sequence[Any]) -> None:
     return None
 

@@ -17,7 +17,6 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -122,13 +121,8 @@ def run_tidemark(config: Path, log: Path) -> None:
 @pytest.mark.postgres
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_tidemark_matches_debezium(variant, pg, pg_database, unique_name, tmp_path):
-    def prepare(conn):
-        workload.create_schema(conn, extra=True)
-
-    def run(conn):
-        workload.run_workload(conn, extra=True)
-
-    capture_and_compare(variant, VARIANTS[variant], prepare, run, pg, pg_database, unique_name, tmp_path)
+    capture_and_compare(variant, VARIANTS[variant], workload.SCHEMA_SQL + workload.EXTRA_SCHEMA_SQL,
+                        workload.STEPS + workload.EXTRA_STEPS, pg, pg_database, unique_name, tmp_path)
 
 
 @pytest.mark.debezium
@@ -140,34 +134,32 @@ def test_postgis_matches_debezium(variant, pg, pg_database, unique_name, tmp_pat
     """PostGIS geometry/geography columns: Debezium recognises them by the extension's type
     OIDs, which exist only once the extension is created — before the slots, like the rest."""
     extra = {"postgis": {}, "postgis-hex": {"binary.handling.mode": "hex"}}[variant]
-    capture_and_compare(variant, extra, workload.create_postgis_schema,
-                        lambda conn: workload.run_steps(conn, workload.POSTGIS_STEPS),
+    capture_and_compare(variant, extra, workload.POSTGIS_SCHEMA_SQL, workload.POSTGIS_STEPS,
                         pg, pg_database, unique_name, tmp_path)
 
 
 @pytest.mark.debezium
 @pytest.mark.postgres
-@pytest.mark.parametrize("skip", ["false"])
+@pytest.mark.parametrize("skip", ["false", "true"])
 def test_skip_messages_without_change_matches_debezium(skip, pg, pg_database, unique_name, tmp_path):
     """Column filters, masks and truncation with and without skip.messages.without.change."""
     capture_and_compare(f"skip-unchanged-{skip}", {**workload.SKIP_PROPS, "skip.messages.without.change": skip},
-                        workload.create_skip_schema, lambda conn: workload.run_steps(conn, workload.SKIP_STEPS),
-                        pg, pg_database, unique_name, tmp_path)
+                        workload.SKIP_SCHEMA_SQL, workload.SKIP_STEPS, pg, pg_database, unique_name, tmp_path)
 
 
-def capture_and_compare(variant: str, extra: dict[str, str], prepare: Callable[[Any], None],
-                        run: Callable[[Any], None], pg: Any, pg_database: str, unique_name: Any,
+def capture_and_compare(variant: str, extra: dict[str, str], schema: list[str],
+                        steps: list[tuple[str, list[str]]], pg: Any, pg_database: str, unique_name: Any,
                         tmp_path: Path) -> None:
     """Schema, two slots, the workload; Tidemark on one slot, Debezium 3.6 on the other; compare."""
     conn = pg.connect(dbname=pg_database)
     try:
-        prepare(conn)
+        workload.execute_all(conn, schema)
         pub = unique_name("pub")
         slot_dbz, slot_tm = unique_name("dbz"), unique_name("tm")
         workload.create_publication(conn, pub)
         workload.create_slot(conn, slot_dbz)
         workload.create_slot(conn, slot_tm)
-        run(conn)
+        workload.run_steps(conn, steps)
     finally:
         conn.close()
 

@@ -252,9 +252,14 @@ EXTRA_STEPS: list[tuple[str, list[str]]] = [
 
 
 def create_schema(conn, *, extra: bool = False) -> None:
+    execute_all(conn, SCHEMA_SQL + (EXTRA_SCHEMA_SQL if extra else []))
+
+
+def execute_all(conn, statements: list[str]) -> None:
+    """Each statement in autocommit (DDL of the PostGIS and skip-unchanged additions)."""
     conn.autocommit = True
     with conn.cursor() as cur:
-        for sql in SCHEMA_SQL + (EXTRA_SCHEMA_SQL if extra else []):
+        for sql in statements:
             cur.execute(sql)
 
 
@@ -350,13 +355,6 @@ POSTGIS_STEPS: list[tuple[str, list[str]]] = [
 ]
 
 
-def create_postgis_schema(conn) -> None:
-    conn.autocommit = True
-    with conn.cursor() as cur:
-        for sql in POSTGIS_SCHEMA_SQL:
-            cur.execute(sql)
-
-
 # skip.messages.without.change with column filters, masks and truncation: updates that change only
 # excluded columns, no-op updates, changes hidden by a mask or a truncation, a TOASTed column left
 # unchanged under REPLICA IDENTITY FULL, and DEFAULT-identity tables (no `before` to compare).
@@ -390,10 +388,3 @@ SKIP_STEPS: list[tuple[str, list[str]]] = [
       "DELETE FROM sk_default WHERE id = 1"]),
     ("last marker row", ["INSERT INTO sk_default VALUES (999, 'end', 'end')"]),
 ]
-
-
-def create_skip_schema(conn) -> None:
-    conn.autocommit = True
-    with conn.cursor() as cur:
-        for sql in SKIP_SCHEMA_SQL:
-            cur.execute(sql)
