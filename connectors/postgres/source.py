@@ -185,7 +185,8 @@ class PostgresSource:
         assert self._stream is not None and self._tables is not None and self._events is not None
         stream, tables, ev = self._stream, self._tables, self._events
         decode, dispatch = pgo.decode, pgo.DISPATCH
-        Begin, Commit, Insert, Update, Delete = pgo.Begin, pgo.Commit, pgo.Insert, pgo.Update, pgo.Delete
+        begin_unpack, commit_unpack, epoch_us = pgo.BEGIN.unpack_from, pgo.COMMIT.unpack_from, pgo.PG_EPOCH_OFFSET_US
+        Insert, Update, Delete = pgo.Insert, pgo.Update, pgo.Delete
         pending: list[Record] = []
         tx: Tx | None = None
         flush_lsn = self._flushed            # end LSN of the last complete transaction (confirmable)
@@ -223,8 +224,37 @@ class PostgresSource:
                 return
             msgs = stream.read_batch(self.max_batch, self.poll_s)
             for lsn, payload in msgs:
+                kind = payload[0]
+                # BEGIN and COMMIT (two of the three messages of a one-row transaction) are
+                # unpacked right here, without a message object.
+                if kind == 66:  # 'B'
+                    try:
+                        final_lsn, begin_ts, xid = begin_unpack(payload)
+                    except Exception:
+                        decode(payload)  # raises the PgOutputError that explains it
+                        raise
+                    tx = Tx(xid, final_lsn, begin_ts + epoch_us, seq_commit)
+                    continue
+                if kind == 67:  # 'C'
+                    try:
+                        _, commit_lsn, end_lsn, commit_ts = commit_unpack(payload)
+                    except Exception:
+                        decode(payload)
+                        raise
+                    if tx is not None and (tx.commit_lsn, MAX, 0) > start_key:
+                        ev.tx_end(pending, tx, lsn)
+                    if end_lsn > flush_lsn:
+                        flush_lsn = end_lsn
+                    order_commit = commit_lsn
+                    seq_commit = lsn
+                    src_ts = (commit_ts + epoch_us) // 1000
+                    n_tx += 1
+                    tx = None
+                    if len(pending) >= self.max_batch:
+                        yield cut(False, more=True)
+                    continue
                 try:
-                    m = dispatch[payload[0]](payload)
+                    m = dispatch[kind](payload)
                 except Exception:
                     m = decode(payload)  # raises the PgOutputError that explains it
                 t = type(m)
@@ -242,19 +272,6 @@ class PostgresSource:
                     ev.change(pending, tx, ts, m, lsn, pos, skipped, tombstones)
                     if len(pending) >= self.max_batch:
                         yield cut(True, more=True)
-                elif t is Begin:
-                    tx = Tx(m.xid, m.final_lsn, m.commit_ts, seq_commit)
-                elif t is Commit:
-                    if tx is not None and (tx.commit_lsn, MAX, 0) > start_key:
-                        ev.tx_end(pending, tx, lsn)
-                    flush_lsn = max(flush_lsn, m.end_lsn)
-                    order_commit = m.commit_lsn
-                    seq_commit = lsn
-                    src_ts = m.commit_ts // 1000
-                    n_tx += 1
-                    tx = None
-                    if len(pending) >= self.max_batch:
-                        yield cut(False, more=True)
                 elif t is pgo.Relation:
                     tables.relation(m)
                 elif t is pgo.Truncate:
