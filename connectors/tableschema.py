@@ -143,7 +143,11 @@ def build(namespace: str, table: str, columns: list[ColumnDef], primary_key: lis
         key_names = [k for k in primary_key if k in by_name]
     key_idx = [by_name[k] for k in key_names]
 
-    base = schema_name(prefix, namespace, table, "")[:-1]
+    base = namer.schema_name(schema_name(prefix, namespace, table, "")[:-1])
+    if namer.field_name.mode != "none":
+        # field.name.adjustment.mode renames fields only: filters and key columns use the real names.
+        cols = [ColumnDef(namer.field_name(c.name), c.schema, c.convert, c.type_name, c.length, c.scale,
+                          c.unavailable, c.emitted) for c in cols]
     value_schema = struct(f"{base}.Value", [(cols[i].name, cols[i].schema) for i in value_idx], optional=True)
     # Key fields carry no column-mapper parameters (Debezium's TableSchemaBuilder maps value fields only).
     key_schema = (struct(f"{base}.Key", [(cols[i].name, columns[i].schema) for i in key_idx])

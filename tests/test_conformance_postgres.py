@@ -147,6 +147,23 @@ def test_skip_messages_without_change_matches_debezium(skip, pg, pg_database, un
                         workload.SKIP_SCHEMA_SQL, workload.SKIP_STEPS, pg, pg_database, unique_name, tmp_path)
 
 
+NAME_MODES = {
+    "names-none": {},
+    "names-avro": {"schema.name.adjustment.mode": "avro", "field.name.adjustment.mode": "avro"},
+    "names-avro-unicode": {"schema.name.adjustment.mode": "avro_unicode", "field.name.adjustment.mode": "avro_unicode"},
+    "names-mixed": {"schema.name.adjustment.mode": "avro_unicode", "field.name.adjustment.mode": "avro"},
+}
+
+
+@pytest.mark.debezium
+@pytest.mark.postgres
+@pytest.mark.parametrize("variant", list(NAME_MODES))
+def test_name_adjustment_matches_debezium(variant, pg, pg_database, unique_name, tmp_path):
+    """schema.name.adjustment.mode / field.name.adjustment.mode on names Avro does not allow."""
+    capture_and_compare(variant, NAME_MODES[variant], workload.NAMES_SCHEMA_SQL, workload.NAMES_STEPS,
+                        pg, pg_database, unique_name, tmp_path)
+
+
 def capture_and_compare(variant: str, extra: dict[str, str], schema: list[str],
                         steps: list[tuple[str, list[str]]], pg: Any, pg_database: str, unique_name: Any,
                         tmp_path: Path) -> None:

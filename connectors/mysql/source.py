@@ -126,9 +126,7 @@ class MySqlSource:
         self.tombstones = bool(src.get("tombstones.on.delete", True))
         self.include_schema_changes = bool(src.get("include.schema.changes", True))
         self.include_query = bool(src.get("include.query", False))
-        self.namer = TopicNamer(cfg.topic_prefix, src.get("topic.delimiter", "."),
-                                src.get("topic.transaction", "transaction"),
-                                src.get("topic.heartbeat.prefix", "__debezium-heartbeat"))
+        self.namer = TopicNamer.from_source(cfg.topic_prefix, src)
         self.filters = TableFilters.from_source(src, self.connector)
         self.rules = ColumnRules.from_source(src)
         self.types = TypeOptions.from_config(src)

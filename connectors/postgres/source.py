@@ -73,9 +73,7 @@ class PostgresSource:
         self.skipped = set(src.get("skipped.operations") or [])
         self.tombstones = bool(src["tombstones.on.delete"])
         self.tx_meta = bool(src["provide.transaction.metadata"])
-        self.namer = TopicNamer(cfg.topic_prefix, src.get("topic.delimiter", "."),
-                                src.get("topic.transaction", "transaction"),
-                                src.get("topic.heartbeat.prefix", "__debezium-heartbeat"))
+        self.namer = TopicNamer.from_source(cfg.topic_prefix, src)
         self.filters = TableFilters.from_source(src, "postgres")
         self.rules = ColumnRules.from_source(src)
         self.message_filter = NameFilter(compile_list(src.get("message.prefix.include.list")),

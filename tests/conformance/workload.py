@@ -388,3 +388,21 @@ SKIP_STEPS: list[tuple[str, list[str]]] = [
       "DELETE FROM sk_default WHERE id = 1"]),
     ("last marker row", ["INSERT INTO sk_default VALUES (999, 'end', 'end')"]),
 ]
+
+
+# Names Avro does not allow (schema.name.adjustment.mode / field.name.adjustment.mode): a table
+# and columns with '-', a leading digit, '.', a non-ASCII letter and a leading/inner '_'.
+NAMES_SCHEMA_SQL = [
+    'CREATE TABLE "odd-name" ("1st" integer PRIMARY KEY, "a-b" text, "_u" text, "x.y" text, "héllo" text, '
+    '"Ok_9" text)',
+    'CREATE TABLE "9lives" (id integer PRIMARY KEY, "snake_case" text)',
+]
+
+NAMES_STEPS: list[tuple[str, list[str]]] = [
+    ("rows in tables with names Avro does not allow",
+     ['INSERT INTO "odd-name" VALUES (1, \'ab\', \'u\', \'xy\', \'hé\', \'ok\')',
+      'UPDATE "odd-name" SET "a-b" = \'changed\' WHERE "1st" = 1',
+      'INSERT INTO "9lives" VALUES (1, \'s\')',
+      'DELETE FROM "odd-name" WHERE "1st" = 1']),
+    ("last marker row", ['INSERT INTO "9lives" VALUES (999, \'end\')']),
+]
