@@ -52,7 +52,7 @@ class Engine:
     def __init__(self, source_factory: Callable[[], Source], sinks: list[Sink], offsets: OffsetStore,
                  *, offset_key: Callable[[dict[str, Any]], tuple], max_retries: int = -1,
                  backoff_initial: float = 0.5, backoff_max: float = 30.0,
-                 commit_max_events: int = 16384, offsets_flush_s: float = 1.0,
+                 commit_max_events: int = 4096, offsets_flush_s: float = 1.0,
                  metrics: Metrics | None = None) -> None:
         self._source_factory = source_factory
         self.sinks = sinks

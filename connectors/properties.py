@@ -640,7 +640,7 @@ SERVER_PROPERTIES: dict[str, Prop] = {
         P("debezium.format.value.schemas.enable", "bool", True),
         P("tidemark.warehouse", "str", "./warehouse"),
         # Records per sink commit: consecutive full source batches are merged up to this size.
-        P("tidemark.commit.max.events", "int", 16384),
+        P("tidemark.commit.max.events", "int", 4096),
         # Offset-table saves (for Kafka/jsonl) at most this often; the source is acknowledged after.
         P("tidemark.offsets.flush.interval.ms", "int", 1000),
     )
