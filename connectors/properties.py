@@ -566,7 +566,6 @@ DEFAULT_ONLY: dict[str, Unsupported] = {
     "event.processing.failure.handling.mode": Unsupported("skipping or logging events that fail to process"),
     "binlog.net.read.timeout": Unsupported("net_read_timeout for the binlog connection"),
     "binlog.net.write.timeout": Unsupported("net_write_timeout for the binlog connection"),
-    "publish.via.partition.root": Unsupported("publishing partition changes under the partitioned root table"),
     "slot.failover": Unsupported("failover replication slots (PostgreSQL 17)"),
     "guardrail.collections.max": Unsupported("a limit on the number of captured tables"),
     "replica.identity.autoset.values": Unsupported("setting REPLICA IDENTITY of captured tables at start"),

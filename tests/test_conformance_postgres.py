@@ -164,6 +164,17 @@ def test_name_adjustment_matches_debezium(variant, pg, pg_database, unique_name,
                         pg, pg_database, unique_name, tmp_path)
 
 
+@pytest.mark.debezium
+@pytest.mark.postgres
+@pytest.mark.parametrize("via_root", ["false", "true"])
+def test_partitions_match_debezium(via_root, pg, pg_database, unique_name, tmp_path):
+    """A partitioned table, published per partition or via its root (publish_via_partition_root,
+    which Debezium sets on the publications it creates when publish.via.partition.root=true)."""
+    capture_and_compare(f"partitions-via-root-{via_root}", {"publish.via.partition.root": via_root},
+                        workload.PARTITION_SCHEMA_SQL, workload.PARTITION_STEPS, pg, pg_database, unique_name,
+                        tmp_path)
+
+
 def capture_and_compare(variant: str, extra: dict[str, str], schema: list[str],
                         steps: list[tuple[str, list[str]]], pg: Any, pg_database: str, unique_name: Any,
                         tmp_path: Path) -> None:
@@ -173,7 +184,7 @@ def capture_and_compare(variant: str, extra: dict[str, str], schema: list[str],
         workload.execute_all(conn, schema)
         pub = unique_name("pub")
         slot_dbz, slot_tm = unique_name("dbz"), unique_name("tm")
-        workload.create_publication(conn, pub)
+        workload.create_publication(conn, pub, via_root=extra.get("publish.via.partition.root") == "true")
         workload.create_slot(conn, slot_dbz)
         workload.create_slot(conn, slot_tm)
         workload.run_steps(conn, steps)

@@ -252,3 +252,26 @@ def test_partitioned_table_coverage_and_listing(db: Any, unique_name: Any) -> No
     assert tables[("public", "nopk")] == ("r", "f", False)
     assert ("public", "v") not in tables
     assert not any(s in setup.SYSTEM_SCHEMAS for s, _ in tables)
+
+
+def test_publish_via_partition_root(db: Any, unique_name: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """publish.via.partition.root: the publication is created WITH (publish_via_partition_root =
+    true) in every autocreate mode, as Debezium 3.6 creates it; an existing one is left alone
+    with a warning when its setting differs."""
+    _exec(db, "CREATE TABLE m (id int, k int, PRIMARY KEY (id, k)) PARTITION BY RANGE (k)",
+          "CREATE TABLE m1 PARTITION OF m FOR VALUES FROM (0) TO (10)")
+
+    def via_root(pub: str) -> bool:
+        with db.cursor() as cur:
+            cur.execute("SELECT pubviaroot FROM pg_publication WHERE pubname = %s", (pub,))
+            return bool(cur.fetchone()[0])
+
+    for mode, tables in (("all_tables", []), ("filtered", ["public.m"]), ("no_tables", [])):
+        pub, plain = unique_name("pub"), unique_name("pub")
+        assert setup.ensure_publication(db, pub, mode, tables, via_root=True) == "created"
+        assert setup.ensure_publication(db, plain, mode, tables) == "created"
+        assert via_root(pub) and not via_root(plain), mode
+    with caplog.at_level("WARNING", logger="connectors.postgres.setup"):
+        assert setup.ensure_publication(db, plain, "no_tables", via_root=True) == "exists"
+    assert f"publication {plain} exists with publish_via_partition_root=false" in caplog.text
+    assert not via_root(plain)

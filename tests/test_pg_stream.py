@@ -482,3 +482,26 @@ def test_offsets_reset_and_slot_drop_on_stop(pg: Any, pg_database: str, db: Any,
     assert pg.scalar(slot_count, (slot,)) == 0
     # The stored offset outlives the dropped slot: with slot.drop.on.stop that is expected, not an error.
     run_cli("run", "--config", str(dropping), "--until-caught-up")
+
+
+@pytest.mark.parametrize("via_root", [False, True])
+def test_publish_via_partition_root(via_root: bool, pg: Any, pg_database: str, db: Any, tmp_path: Path,
+                                    unique_name: Any) -> None:
+    """The autocreated publication publishes partitions under the partitioned table's topic when
+    publish.via.partition.root=true (Debezium 3.6's events for such a publication are compared in
+    the conformance test), under their own topics otherwise."""
+    db.cursor().execute("CREATE TABLE meas (id int, city text, PRIMARY KEY (id, city)) PARTITION BY LIST (city);"
+                        "CREATE TABLE meas_a PARTITION OF meas FOR VALUES IN ('a');"
+                        "CREATE TABLE meas_b PARTITION OF meas FOR VALUES IN ('b')")
+    slot = unique_name("slot")
+    out = tmp_path / "events.jsonl"
+    cfg = write_config(tmp_path / "c.properties", pg, slot=slot, dbname=pg_database, jsonl=out, prefix="pr",
+                       **{"publication.autocreate.mode": "filtered", "table.include.list": r"public\.meas.*",
+                          "publish.via.partition.root": str(via_root).lower()})
+    run_cli("run", "--config", str(cfg), "--until-caught-up")
+    assert pg.scalar("SELECT pubviaroot FROM pg_publication WHERE pubname = %s", (slot,), dbname=pg_database) \
+        is via_root
+    db.cursor().execute("INSERT INTO meas VALUES (1, 'a'), (2, 'b')")
+    run_cli("run", "--config", str(cfg), "--until-caught-up")
+    topics = [r["topic"] for r in read_jsonl(out)]
+    assert topics == (["pr.public.meas"] * 2 if via_root else ["pr.public.meas_a", "pr.public.meas_b"])

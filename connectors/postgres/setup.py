@@ -458,13 +458,24 @@ def _table_list_text(conn: Any, tables: list[tuple[str, str]]) -> str:
 
 
 def ensure_publication(
-    conn: Any, name: str, mode: PublicationMode = "all_tables", tables: Iterable[TableName] = ()
+    conn: Any, name: str, mode: PublicationMode = "all_tables", tables: Iterable[TableName] = (),
+    *, via_root: bool = False,
 ) -> str:
-    """Apply publication.autocreate.mode; returns what was done ('exists', 'created', 'altered')."""
+    """Apply publication.autocreate.mode; returns what was done ('exists', 'created', 'altered').
+    `via_root` (publish.via.partition.root) creates it WITH (publish_via_partition_root = true), as
+    Debezium does, so partitions' changes come under the partitioned table's name."""
     captured = _norm(tables)
-    rows = _q(conn, "SELECT puballtables FROM pg_publication WHERE pubname = %s", (name,))
+    rows = _q(conn, "SELECT puballtables, pubviaroot FROM pg_publication WHERE pubname = %s", (name,))
     exists = bool(rows)
     pub = sql.Identifier(name)
+    if exists and mode != "disabled" and bool(rows[0][1]) != via_root:
+        # Debezium leaves an existing publication's options alone too; say what it means.
+        log.warning("publication %s exists with publish_via_partition_root=%s, not publish.via.partition.root=%s: "
+                    "changes of partitions come under %s names (ALTER PUBLICATION %s SET "
+                    "(publish_via_partition_root = %s) to change it)", name, str(rows[0][1]).lower(),
+                    str(via_root).lower(), "the partitioned table's" if rows[0][1] else "the partitions'", name,
+                    str(via_root).lower())
+    with_opts = sql.SQL(" WITH (publish_via_partition_root = true)" if via_root else "")
     try:
         if mode == "disabled":
             if not exists:
@@ -477,13 +488,13 @@ def ensure_publication(
         if mode == "all_tables":
             if exists:
                 return "exists"
-            _q(conn, sql.SQL("CREATE PUBLICATION {} FOR ALL TABLES").format(pub))
+            _q(conn, sql.SQL("CREATE PUBLICATION {} FOR ALL TABLES{}").format(pub, with_opts))
             log.info("created publication %s FOR ALL TABLES", name)
             return "created"
         if mode == "no_tables":
             if exists:
                 return "exists"
-            _q(conn, sql.SQL("CREATE PUBLICATION {}").format(pub))
+            _q(conn, sql.SQL("CREATE PUBLICATION {}{}").format(pub, with_opts))
             log.info("created publication %s with no tables", name)
             return "created"
         if mode == "filtered":
@@ -495,7 +506,7 @@ def ensure_publication(
                 )
             listed = _table_list_sql(captured)
             if not exists:
-                _q(conn, sql.SQL("CREATE PUBLICATION {} FOR TABLE {}").format(pub, listed))
+                _q(conn, sql.SQL("CREATE PUBLICATION {} FOR TABLE {}{}").format(pub, listed, with_opts))
                 log.info("created publication %s FOR TABLE %s", name, _table_list_text(conn, captured))
                 return "created"
             if rows[0][0]:
@@ -539,7 +550,8 @@ def check_publication_covers(conn: Any, publication: str, tables: Iterable[Table
             f"CREATE PUBLICATION {publication} FOR TABLE {_table_list_text(conn, captured)};",
         )
     # A partitioned table counts as covered when it or any of its partitions is published
-    # (publish_via_partition_root=false lists leaves instead of the root).
+    # (publish_via_partition_root=false lists leaves instead of the root), a partition when an
+    # ancestor is (publish_via_partition_root=true lists only the root).
     rows = _q(
         conn,
         """
@@ -549,7 +561,9 @@ def check_publication_covers(conn: Any, publication: str, tables: Iterable[Table
           WHERE pt.pubname = %s
             AND ((pt.schemaname = t.s AND pt.tablename = t.n)
                  OR format('%%I.%%I', pt.schemaname, pt.tablename)::regclass IN (
-                      SELECT relid FROM pg_partition_tree(to_regclass(format('%%I.%%I', t.s, t.n))))))
+                      SELECT relid FROM pg_partition_tree(to_regclass(format('%%I.%%I', t.s, t.n)))
+                      UNION ALL
+                      SELECT relid FROM pg_partition_ancestors(to_regclass(format('%%I.%%I', t.s, t.n))))))
         """,
         ([s for s, _ in captured], [n for _, n in captured], publication),
     )

@@ -107,7 +107,8 @@ class PostgresSource:
         src = self.cfg.source
         setup.check_server(self._conn, params)
         captured = [(s, t) for s, t, *_ in setup.list_tables(self._conn) if self.filters.captures(s, t)]
-        setup.ensure_publication(self._conn, src["publication.name"], src["publication.autocreate.mode"], captured)
+        setup.ensure_publication(self._conn, src["publication.name"], src["publication.autocreate.mode"], captured,
+                                 via_root=bool(src.get("publish.via.partition.root")))
         if src["publication.autocreate.mode"] != "all_tables":
             setup.check_publication_covers(self._conn, src["publication.name"], captured)
         slot_name = src["slot.name"]

@@ -263,12 +263,13 @@ def execute_all(conn, statements: list[str]) -> None:
             cur.execute(sql)
 
 
-def create_publication(conn, name: str) -> None:
+def create_publication(conn, name: str, *, via_root: bool = False) -> None:
     conn.autocommit = True
     with conn.cursor() as cur:
         cur.execute("SELECT 1 FROM pg_publication WHERE pubname = %s", (name,))
         if not cur.fetchone():
-            cur.execute(f'CREATE PUBLICATION "{name}" FOR ALL TABLES')
+            opts = " WITH (publish_via_partition_root = true)" if via_root else ""
+            cur.execute(f'CREATE PUBLICATION "{name}" FOR ALL TABLES{opts}')
 
 
 def create_slot(conn, name: str) -> str:
@@ -405,4 +406,23 @@ NAMES_STEPS: list[tuple[str, list[str]]] = [
       'INSERT INTO "9lives" VALUES (1, \'s\')',
       'DELETE FROM "odd-name" WHERE "1st" = 1']),
     ("last marker row", ['INSERT INTO "9lives" VALUES (999, \'end\')']),
+]
+
+
+# A partitioned table (publish.via.partition.root): rows land in two partitions, one moves
+# between them (delete + insert in pgoutput), one is updated in place.
+PARTITION_SCHEMA_SQL = [
+    "CREATE TABLE meas (id integer, city text, v integer, PRIMARY KEY (id, city)) PARTITION BY LIST (city)",
+    "CREATE TABLE meas_a PARTITION OF meas FOR VALUES IN ('a')",
+    "CREATE TABLE meas_b PARTITION OF meas FOR VALUES IN ('b')",
+    "CREATE TABLE plain (id integer PRIMARY KEY)",
+]
+
+PARTITION_STEPS: list[tuple[str, list[str]]] = [
+    ("rows in two partitions, an update in place, a move between partitions, a delete",
+     ["INSERT INTO meas VALUES (1, 'a', 10), (2, 'b', 20)",
+      "UPDATE meas SET v = 11 WHERE id = 1",
+      "UPDATE meas SET city = 'b' WHERE id = 1",
+      "DELETE FROM meas WHERE id = 2"]),
+    ("last marker row", ["INSERT INTO plain VALUES (999)"]),
 ]
