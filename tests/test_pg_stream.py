@@ -23,6 +23,8 @@ from pgcdc import (
     write_config,
 )
 
+from connectors import temporal as T
+
 TABLES = """
 CREATE TABLE customers (id serial PRIMARY KEY, name text NOT NULL, email text, secret text);
 CREATE TABLE orders (id int PRIMARY KEY, customer_id int NOT NULL, qty int NOT NULL DEFAULT 1);
@@ -505,3 +507,24 @@ def test_publish_via_partition_root(via_root: bool, pg: Any, pg_database: str, d
     run_cli("run", "--config", str(cfg), "--until-caught-up")
     topics = [r["topic"] for r in read_jsonl(out)]
     assert topics == (["pr.public.meas"] * 2 if via_root else ["pr.public.meas_a", "pr.public.meas_b"])
+
+
+def test_server_text_settings_do_not_change_values(pg: Any, pg_database: str, db: Any, tmp_path: Path,
+                                                   unique_name: Any) -> None:
+    """A database whose DateStyle, IntervalStyle and extra_float_digits differ from the defaults
+    prints values differently; the connector's sessions pin the forms its converters read."""
+    for setting in ("DateStyle = 'SQL, DMY'", "IntervalStyle = 'sql_standard'", "extra_float_digits = 0"):
+        db.cursor().execute(f'ALTER DATABASE "{pg_database}" SET {setting}')
+    db.cursor().execute("CREATE TABLE t (id int PRIMARY KEY, d date, ts timestamp, i interval, f float8)")
+    slot = unique_name("slot")
+    out = tmp_path / "events.jsonl"
+    cfg = write_config(tmp_path / "c.properties", pg, slot=slot, dbname=pg_database, jsonl=out, prefix="st")
+    run_cli("run", "--config", str(cfg), "--until-caught-up")
+    db.cursor().execute("INSERT INTO t VALUES (1, '2018-06-20', '2018-06-20 15:13:16.5', "
+                        "'1 year 2 mons 3 days 04:05:06.78', 0.1234567890123456789)")
+    run_cli("run", "--config", str(cfg), "--until-caught-up")
+    after = payload(read_jsonl(out)[0])["after"]
+    assert after["d"] == 17702 and after["ts"] == 1529507596500000
+    # what the default IntervalStyle's text gives (the conformance test checks it against Debezium)
+    assert after["i"] == T.interval_micros(*T.parse_pg_interval("1 year 2 mons 3 days 04:05:06.78"))
+    assert after["f"] == 0.12345678901234568

@@ -132,8 +132,10 @@ class PgConnParams:
             "connect_timeout": self.connect_timeout,
             "keepalives": 1 if self.tcp_keepalive else 0,
             "application_name": "tidemark",
-            # timestamptz text in UTC whatever the server's TimeZone: the converters' fast path.
-            "options": "-c TimeZone=UTC",
+            # The value text the converters parse, whatever the server/database/role settings say:
+            # timestamptz in UTC (the fast path), ISO dates, postgres-style intervals, floats in
+            # full precision (pgjdbc, hence Debezium, forces DateStyle and extra_float_digits too).
+            "options": "-c TimeZone=UTC -c DateStyle=ISO -c IntervalStyle=postgres -c extra_float_digits=3",
         }
         if self.password is not None:
             kw["password"] = self.password
