@@ -6,6 +6,8 @@ from __future__ import annotations
 import base64
 import contextlib
 import datetime as dt
+import decimal
+import random
 import time
 from typing import Any
 
@@ -16,7 +18,7 @@ from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, Write
 from connectors.mysql.binlog import BinlogStream, ConnectionSettings, current_position
 from connectors.mysql.ddl import DdlParser
 from connectors.mysql.model import Table, Tables
-from connectors.mysql.types import ZERO, TypeOptions, column_def, python_codec
+from connectors.mysql.types import ZERO, BinlogDecimal, TypeOptions, column_def, python_codec
 
 ALL_TYPES = """CREATE TABLE {db}.alltypes (
   id INT NOT NULL PRIMARY KEY,
@@ -142,6 +144,9 @@ def _norm_ours(table: Table, row: list[Any] | None) -> dict[str, Any] | None:
             out[col.name] = None
         elif v is ZERO:
             out[col.name] = "ZERO"
+        elif isinstance(v, BinlogDecimal):
+            assert v.scale == (col.scale or 0)
+            out[col.name] = v.to_decimal()
         elif base == "BIT":
             out[col.name] = format(int.from_bytes(v, "big"), f"0{col.length}b")
         elif base == "ENUM":
@@ -458,3 +463,41 @@ def test_benchmark_decoder_vs_bare_loop(mariadb: Any, mariadb_database: str, uni
         print(f"\n[binlog benchmark] {n} single-row inserts: ours {n / t_ours:,.0f} events/s, "
               f"bare BinLogStreamReader {n / t_bare:,.0f} events/s ({t_bare / t_ours:.1f}x)")
     assert t_ours < t_bare
+
+
+def test_decimal_reader_matches_decimal_decoding() -> None:
+    """The binlog DECIMAL fast path (unscaled integer, no Decimal) against the Decimal decoder,
+    for every precision/scale layout (1-4 byte leading and trailing groups), signs and widths."""
+    from test_mysql_jsonbinary import decimal_bin
+
+    from connectors.mysql.jsonbinary import decimal_reader, decode_decimal
+
+    rnd = random.Random(7)
+    for precision in range(1, 66):
+        for scale in range(0, min(precision, 30) + 1):
+            size, read = decimal_reader(precision, scale)
+            for _ in range(12):
+                digits = rnd.randint(0, precision)
+                unscaled = rnd.randint(0, 10 ** digits - 1) * rnd.choice((1, -1))
+                text = format(decimal.Decimal(f"{unscaled}E-{scale}"), "f")
+                raw = b"\xaa" + decimal_bin(text, precision, scale) + b"\xbb"
+                ref, end = decode_decimal(raw, 1, precision, scale)
+                assert read(raw, 1) == unscaled and end == 1 + size, (precision, scale, text)
+                assert BinlogDecimal(unscaled, scale).to_decimal() == ref
+
+
+def test_decimal_converters_take_binlog_decimals() -> None:
+    """Every decimal.handling.mode gives the same payload for a BinlogDecimal as for the Decimal
+    a snapshot reads, also when the binlog's scale differs from the model's."""
+    from connectors.mysql.model import Column
+
+    col = Column("p", "DECIMAL", 1, length=10, scale=2)
+    for mode in ("precise", "double", "string"):
+        conv = column_def(col, TypeOptions(decimal_mode=mode)).convert
+        for unscaled, scale in ((1234, 2), (-1234, 2), (0, 2), (-5, 2), (99999999999, 2), (12345, 3), (7, 0)):
+            dec = decimal.Decimal(f"{unscaled}E-{scale}")
+            assert conv(BinlogDecimal(unscaled, scale)) == conv(dec), (mode, unscaled, scale)
+    precise = column_def(col, TypeOptions()).convert
+    assert precise(BinlogDecimal(-1234, 2)) == _b64((-1234).to_bytes(2, "big", signed=True))
+    assert precise(BinlogDecimal(12345, 3)) == _b64((1235).to_bytes(2, "big", signed=True))  # HALF_UP to scale 2
+

@@ -39,7 +39,7 @@ import pymysql
 from connectors.api import GtidSet, TerminalError, TransientError
 from connectors.mysql import jsonbinary
 from connectors.mysql.model import Table
-from connectors.mysql.types import ZERO
+from connectors.mysql.types import ZERO, BinlogDecimal
 
 log = logging.getLogger(__name__)
 
@@ -272,11 +272,11 @@ def _year(buf: bytes, off: int) -> tuple[Any, int]:
 
 
 def _newdecimal(meta: int) -> Decoder:
-    precision, scale = meta >> 8, meta & 0xFF
-    decode = jsonbinary.decode_decimal
+    scale = meta & 0xFF
+    size, read = jsonbinary.decimal_reader(meta >> 8, scale)
 
     def dec(buf: bytes, off: int) -> tuple[Any, int]:
-        return decode(buf, off, precision, scale)
+        return BinlogDecimal(read(buf, off), scale), off + size
     return dec
 
 

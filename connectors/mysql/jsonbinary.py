@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import struct
+from collections.abc import Callable
 
 from connectors.mysql.types import java_double
 
@@ -130,6 +131,60 @@ def _packed_datetime(v: int) -> tuple[int, int, int, int, int, int, int]:
     ymd, hms = ip >> 17, ip % (1 << 17)
     ym = ymd >> 5
     return ym // 13, ym % 13, ymd % 32, hms >> 12, (hms >> 6) % 64, hms % 64, us
+
+
+def decimal_reader(precision: int, scale: int) -> tuple[int, Callable[[bytes, int], int]]:
+    """(size, read) for MySQL's binary DECIMAL(precision, scale): `read(buf, off)` → the signed
+    unscaled integer (value × 10**scale) of the `size` bytes at `off`, without a Decimal.
+
+    The format (decimal2bin): big-endian groups of 9 digits in 4 bytes, a shorter leading
+    integer group and trailing fraction group; the first bit is flipped and a negative value
+    has every byte inverted. As one big-endian integer each group is a bit field."""
+    intg0, intg0x = divmod(precision - scale, 9)
+    frac0, frac0x = divmod(scale, 9)
+    widths = ([(_DIG2BYTES[intg0x], intg0x)] if intg0x else []) + [(4, 9)] * (intg0 + frac0) + \
+        ([(_DIG2BYTES[frac0x], frac0x)] if frac0x else [])
+    size = sum(b for b, _ in widths)
+    top, full = 1 << (size * 8 - 1), (1 << (size * 8)) - 1
+    groups: list[tuple[int, int, int]] = []  # (bit shift, mask, decimal weight), least significant first
+    shift = digits = 0
+    for nbytes, ndig in reversed(widths):
+        groups.append((shift, (1 << (nbytes * 8)) - 1, 10 ** digits))
+        shift += nbytes * 8
+        digits += ndig
+    frm = int.from_bytes
+
+    if len(groups) == 1:
+        (_, m0, _) = groups[0]
+
+        def read1(buf: bytes, off: int) -> int:
+            v = frm(buf[off:off + size], "big")
+            if v & top:
+                return (v ^ top) & m0
+            return -((v ^ top ^ full) & m0)
+        return size, read1
+
+    if len(groups) == 2:
+        (_, m0, _), (s1, m1, w1) = groups
+
+        def read2(buf: bytes, off: int) -> int:
+            v = frm(buf[off:off + size], "big")
+            if v & top:
+                v ^= top
+                return (v >> s1 & m1) * w1 + (v & m0)
+            v ^= top ^ full
+            return -((v >> s1 & m1) * w1 + (v & m0))
+        return size, read2
+
+    def readn(buf: bytes, off: int) -> int:
+        v = frm(buf[off:off + size], "big")
+        neg = not v & top
+        v ^= (top ^ full) if neg else top
+        u = 0
+        for s, m, w in groups:
+            u += (v >> s & m) * w
+        return -u if neg else u
+    return size, readn
 
 
 def decode_decimal(buf: bytes, off: int, precision: int, scale: int) -> tuple[object, int]:
