@@ -501,3 +501,13 @@ def test_decimal_converters_take_binlog_decimals() -> None:
     assert precise(BinlogDecimal(-1234, 2)) == _b64((-1234).to_bytes(2, "big", signed=True))
     assert precise(BinlogDecimal(12345, 3)) == _b64((1235).to_bytes(2, "big", signed=True))  # HALF_UP to scale 2
 
+
+def test_zoned_timestamp_widths() -> None:
+    from connectors.mysql.types import zoned_timestamp
+
+    for v in (dt.datetime(2026, 11, 23, 9, 1, 2, 999999), dt.datetime(999, 1, 2, 3, 4, 5, 6), dt.datetime(1970, 1, 1),
+              dt.datetime(2038, 1, 19, 3, 14, 7, 1000)):
+        us = f"{v.microsecond:06d}"
+        base = f"{v.year:04d}-{v.month:02d}-{v.day:02d}T{v.hour:02d}:{v.minute:02d}:{v.second:02d}"
+        for width in range(1, 7):
+            assert zoned_timestamp(v, width) == f"{base}.{us[:width]}Z", (v, width)

@@ -465,6 +465,8 @@ def _float32(v: Any) -> Any:
 def zoned_timestamp(v: dt.datetime, width: int) -> str:
     """ISO-8601 UTC text as `ZonedTimestamp.toIsoString`: exactly `width` fraction digits when the
     column has a precision, otherwise ISO_OFFSET_DATE_TIME (fraction only when non-zero, trimmed)."""
+    if (width == 6 or width == 3) and v.tzinfo is None:  # datetime's C formatter prints exactly that
+        return v.isoformat(timespec="microseconds" if width == 6 else "milliseconds") + "Z"
     base = f"{v.year:04d}-{v.month:02d}-{v.day:02d}T{v.hour:02d}:{v.minute:02d}:{v.second:02d}"
     us = v.microsecond
     if 0 < width <= 9:
