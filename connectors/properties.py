@@ -563,7 +563,6 @@ class Unsupported:
 _JAVA_CLASS = "a custom Java class (only Debezium's default is built in)"
 DEFAULT_ONLY: dict[str, Unsupported] = {
     # Cheap to implement (candidates for the connectors' owners).
-    "event.processing.failure.handling.mode": Unsupported("skipping or logging events that fail to process"),
     "binlog.net.read.timeout": Unsupported("net_read_timeout for the binlog connection"),
     "binlog.net.write.timeout": Unsupported("net_write_timeout for the binlog connection"),
     "slot.failover": Unsupported("failover replication slots (PostgreSQL 17)"),

@@ -9,7 +9,7 @@ function per table version, so the per-event path is a single call.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +75,22 @@ def unchanged_update(ts: TableSchema, old_raw: Sequence[Any] | None, new_raw: Se
     structs are equal — captured columns only, after masks and truncation. Without an old row
     (PostgreSQL REPLICA IDENTITY DEFAULT) there is nothing to compare and the update is kept."""
     return old_raw is not None and ts.row(old_raw) == ts.row(new_raw)
+
+
+def failure_mode(src: Mapping[str, Any]) -> str:
+    """event.processing.failure.handling.mode: fail, warn or skip (`ignore` is skip's old name)."""
+    mode = str(src.get("event.processing.failure.handling.mode") or "fail")
+    return "skip" if mode == "ignore" else mode
+
+
+def skipped_failed_event(mode: str, exc: Exception, what: str) -> None:
+    """Log a change left out under event.processing.failure.handling.mode warn/skip. The values
+    are not logged (the error message may quote them), only the error's type and position."""
+    if mode == "warn":
+        log.warning("skipping the %s: a value could not be converted (%s; event.processing.failure.handling.mode"
+                    "=warn)", what, type(exc).__name__)
+    else:
+        log.debug("skipping the %s: %s", what, type(exc).__name__, exc_info=exc)
 
 
 def _no_key(_raw: Sequence[Any]) -> None:

@@ -528,3 +528,38 @@ def test_server_text_settings_do_not_change_values(pg: Any, pg_database: str, db
     # what the default IntervalStyle's text gives (the conformance test checks it against Debezium)
     assert after["i"] == T.interval_micros(*T.parse_pg_interval("1 year 2 mons 3 days 04:05:06.78"))
     assert after["f"] == 0.12345678901234568
+
+
+@pytest.mark.parametrize("mode", ["fail", "warn", "skip", "ignore"])
+def test_event_processing_failure_handling_mode(mode: str, pg: Any, pg_database: str, db: Any, tmp_path: Path,
+                                                unique_name: Any) -> None:
+    """A change whose value cannot be converted stops the connector (fail, Debezium's default) or
+    is left out with a warning (warn) or silently (skip, and its old name ignore). The trigger is
+    real: a user type named `geometry` (not PostGIS) is read as PostGIS hex EWKB, as Debezium
+    looks PostGIS types up by name too, and its labels are not hex."""
+    db.cursor().execute("CREATE TYPE geometry AS ENUM ('zz', 'yy');"
+                        "CREATE TABLE t (id int PRIMARY KEY, g geometry, n int)")
+    slot = unique_name("slot")
+    out = tmp_path / "events.jsonl"
+    cfg = write_config(tmp_path / "c.properties", pg, slot=slot, dbname=pg_database, jsonl=out, prefix="ev",
+                       **{"event.processing.failure.handling.mode": mode, "provide.transaction.metadata": "true"})
+    run_cli("run", "--config", str(cfg), "--until-caught-up")
+    cur = db.cursor()
+    cur.execute("INSERT INTO t VALUES (1, NULL, 1), (2, NULL, 2)")
+    cur.execute("BEGIN")
+    cur.execute("UPDATE t SET n = 10 WHERE id = 1")
+    cur.execute("UPDATE t SET g = 'zz' WHERE id = 2")  # cannot be converted
+    cur.execute("UPDATE t SET n = 30 WHERE id = 1")
+    cur.execute("COMMIT")
+    proc = run_cli("run", "--config", str(cfg), "--until-caught-up", check=mode != "fail")
+    if mode == "fail":
+        assert proc.returncode == 1 and "tidemark: error:" in proc.stderr
+        return
+    recs = read_jsonl(out)
+    rows = [payload(r) for r in recs if r["topic"] == "ev.public.t"]
+    assert [(r["op"], r["after"]["id"], r["after"]["n"]) for r in rows] == [
+        ("c", 1, 1), ("c", 2, 2), ("u", 1, 10), ("u", 1, 30)]
+    end = [payload(r) for r in recs if r["topic"] == "ev.transaction" and payload(r)["status"] == "END"][-1]
+    assert end["event_count"] == 2 and [r["transaction"]["total_order"] for r in rows[2:]] == [1, 2]
+    warned = "skipping the change of public.t at LSN" in proc.stderr
+    assert warned is (mode == "warn") and "zz" not in proc.stderr

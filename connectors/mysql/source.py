@@ -59,7 +59,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from connectors import envelope as env
-from connectors.api import Batch, GtidSet, Record, TerminalError
+from connectors.api import Batch, GtidSet, Record, TerminalError, TidemarkError
 from connectors.filters import ColumnRules, TableFilters
 from connectors.mysql import setup
 from connectors.mysql.binlog import BinlogStream, current_position, recovery_hint
@@ -84,7 +84,7 @@ from connectors.mysql.history import (
 )
 from connectors.mysql.model import Table, Tables
 from connectors.mysql.types import TypeOptions, column_def
-from connectors.tableschema import TableSchema, build, unchanged_update
+from connectors.tableschema import TableSchema, build, failure_mode, skipped_failed_event, unchanged_update
 from connectors.topics import TopicNamer
 
 log = logging.getLogger(__name__)
@@ -150,9 +150,14 @@ class MySqlSource:
         self._target: tuple[int, int] | None = None
         self._txm: list[Any] | None = None  # [id, events, per-table counts, BEGIN sent]
         self._fresh = False
+        # Options that wrap the per-row step shadow the method for this instance only, so the
+        # default path has no extra test.
         if src.get("skip.messages.without.change"):
-            # Shadows the method for this instance only: the default per-row path has no extra test.
             self._row = self._row_unless_unchanged  # type: ignore[method-assign]
+        self._failure_mode = failure_mode(src)
+        if self._failure_mode != "fail":
+            self._row_unguarded = self._row
+            self._row = self._row_or_skip  # type: ignore[method-assign]
 
     offset_key = staticmethod(offset_key)
 
@@ -413,6 +418,19 @@ class MySqlSource:
                                              rc.after):  # type: ignore[arg-type]
             return
         MySqlSource._row(self, out, rc)
+
+    def _row_or_skip(self, out: list[Record], rc: RowChange) -> None:
+        """event.processing.failure.handling.mode warn/skip: a row whose values cannot be
+        converted is left out (values are converted before the transaction counters move)."""
+        n = len(out)
+        try:
+            self._row_unguarded(out, rc)
+        except TidemarkError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the mode says what to do with any conversion failure
+            del out[n:]
+            skipped_failed_event(self._failure_mode, exc,
+                                 f"change of {rc.db}.{rc.table} at {rc.source.file}:{rc.source.pos} row {rc.source.row}")
 
     def _truncate(self, out: list[Record], t: Truncate) -> None:
         if "t" in self.skipped or not self.filters.captures(t.db, t.table) or self.tables.get(t.db, t.table) is None:

@@ -21,9 +21,9 @@ from connectors.api import Batch, Record
 from connectors.config import ConnectorConfig
 from connectors.filters import ColumnRules, NameFilter, TableFilters, compile_list
 from connectors.postgres import pgoutput as pgo
+from connectors.postgres.eventfactory import factory_class
 from connectors.postgres.events import PgEventFactory, Tx
 from connectors.postgres.tables import TableCache
-from connectors.postgres.unchanged import SkipUnchangedEventFactory
 from connectors.topics import TopicNamer
 
 log = logging.getLogger(__name__)
@@ -131,8 +131,8 @@ class PostgresSource:
         self._seq_commit = start_offset.get("seq_commit") if start_offset else None
         self._target = setup.current_wal_lsn(self._conn) if self.until_caught_up else None
         self._tables = TableCache(self._conn, self.cfg, self.namer, self.filters, self.rules)
-        # skip.messages.without.change: a factory that compares before/after, only when asked.
-        factory = SkipUnchangedEventFactory if src.get("skip.messages.without.change") else PgEventFactory
+        # skip.messages.without.change / event.processing.failure.handling.mode: chosen once here.
+        factory = factory_class(src)
         self._events = factory(self.cfg.topic_prefix, src["database.dbname"], self.namer.transaction_topic,
                                self.tx_meta, src.get("binary.handling.mode", "bytes"))
         self._stream = replication.ReplicationStream(
