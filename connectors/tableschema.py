@@ -65,6 +65,7 @@ class TableSchema:
         self.columns = columns
         self.key_schema, self.value_schema, self.envelope_schema = key_schema, value_schema, env_schema
         self.key_names = [columns[i].name for i in key_cols]
+        self.value_cols, self.key_cols = value_cols, key_cols  # raw positions (fused decoders)
         self.row: Callable[[Sequence[Any]], dict[str, Any]] = _compile(columns, value_cols, unavailable_marker)
         self.key: Callable[[Sequence[Any]], dict[str, Any] | None] = (
             _compile(columns, key_cols, unavailable_marker) if key_cols else _no_key)

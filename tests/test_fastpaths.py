@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import random
+import struct
 from decimal import Decimal
+from typing import Any
 
 from connectors import temporal as T
+from connectors.filters import ColumnRules, TableFilters
+from connectors.postgres.fastrow import compile_insert
+from connectors.postgres.pgoutput import UNCHANGED_TOAST, _tuple
 from connectors.postgres.types import TypeModes, _decimal_mapping
+from connectors.schema import prim
+from connectors.tableschema import ColumnDef, build
+from connectors.topics import TopicNamer
 
 
 def _timestamptz_texts(n: int) -> list[str]:
@@ -42,3 +50,58 @@ def test_fixed_numeric_fast_path_equals_decimal_path() -> None:
             text = f"{d:.{scale}f}"
             assert conv(text) == T.decimal_b64(d, scale), text
         assert conv("NaN") is None
+
+
+def _tuple_bytes(values: list[Any]) -> bytes:
+    """pgoutput TupleData: text values, None as NULL, UNCHANGED_TOAST as 'u', bytes as binary."""
+    out = [struct.pack("!H", len(values))]
+    for v in values:
+        if v is None:
+            out.append(b"n")
+        elif v is UNCHANGED_TOAST:
+            out.append(b"u")
+        elif isinstance(v, bytes):
+            out.append(b"b" + struct.pack("!I", len(v)) + v)
+        else:
+            data = v.encode()
+            out.append(b"t" + struct.pack("!I", len(data)) + data)
+    return b"".join(out)
+
+
+def _table(**props: Any) -> Any:
+    source = {"column.exclude.list": r"public\.t\.skipped", **props}
+    cols = [
+        ColumnDef("id", prim("int32"), int),
+        ColumnDef("name", prim("string", optional=True)),
+        ColumnDef("skipped", prim("string", optional=True)),
+        ColumnDef("qty", prim("int64", optional=True, default=5), int),  # NULL → schema default
+        ColumnDef("ünï code", prim("string")),  # required: NULL → ""
+        ColumnDef("price", prim("double", optional=True), float),
+    ]
+    return build("public", "t", cols, ["id"], prefix="srv", namer=TopicNamer("srv"),
+                 filters=TableFilters.from_source(source, "postgres"), rules=ColumnRules.from_source(source),
+                 source_schema=prim("string"), unavailable_marker=UNCHANGED_TOAST)
+
+
+def test_fused_insert_decoder_equals_general_path() -> None:
+    rnd = random.Random(5)
+    for props in ({}, {"message.key.columns": r"public\.t:name,id"}):
+        ts = _table(**props)
+        fused = compile_insert(ts)
+        for _ in range(500):
+            vals = [str(rnd.randint(-10**6, 10**6)), rnd.choice([None, "ä" * rnd.randint(0, 300), "x"]),
+                    rnd.choice([None, "s"]), rnd.choice([None, str(rnd.randint(0, 9))]),
+                    rnd.choice([None, "€", ""]), rnd.choice([None, "1.5", "-0.25"])]
+            buf = b"I" + struct.pack("!I", 16384) + b"N" + _tuple_bytes(vals)
+            general, _ = _tuple(buf, 6)
+            assert fused(buf, 6) == (ts.key(general), ts.row(general))
+            assert list(fused(buf, 6)[1]) == list(ts.row(general))  # field order too
+
+
+def test_fused_insert_decoder_declines_what_it_does_not_handle() -> None:
+    ts = _table()
+    fused = compile_insert(ts)
+    for vals in (["1", "a", None, "2", UNCHANGED_TOAST, None],   # unchanged TOAST → placeholder path
+                 ["1", b"\x00\x01", None, "2", "c", None],         # binary format value
+                 ["1", "a", None, "2", "c"]):                       # column count differs (relation changed)
+        assert fused(_tuple_bytes(vals), 0) is None

@@ -93,9 +93,9 @@ class PgEventFactory:
                skipped: set[str], tombstones: bool) -> None:
         t = type(m)
         if t is pgo.Insert:
-            op, before, after = "c", None, ts.row(m.new)
-            key = ts.key(m.new)
-        elif t is pgo.Update:
+            self.insert(out, tx, ts, ts.key(m.new), ts.row(m.new), lsn, pos, skipped)
+            return
+        if t is pgo.Update:
             after = ts.row(m.new)
             key = ts.key(m.new)
             before = ts.row(m.old) if m.old is not None else None
@@ -120,6 +120,17 @@ class PgEventFactory:
         if op == "d" and tombstones:
             out.append(Record(ts.topic, key, None, ts.key_schema, ts.envelope_schema, (), ts.collection, None,
                               (pos[0], pos[1], 1)))
+
+    def insert(self, out: list[Record], tx: Tx, ts: TableSchema, key: Any, after: dict[str, Any], lsn: int,
+               pos: tuple[int, int, int], skipped: set[str]) -> None:
+        """A create event from already converted key and row payloads."""
+        if skipped and "c" in skipped:
+            return
+        block = self._block(out, tx, ts.collection, lsn) if self.tx_meta else None
+        ns = time_ns()
+        value = {"before": None, "after": after, "source": self._source(tx, ts.namespace, ts.table, lsn),
+                 "transaction": block, "op": "c", "ts_ms": ns // 1_000_000, "ts_us": ns // 1000, "ts_ns": ns}
+        out.append(Record(ts.topic, key, value, ts.key_schema, ts.envelope_schema, (), ts.collection, None, pos))
 
     def _key_change(self, out: list[Record], tx: Tx, ts: TableSchema, lsn: int, pos: tuple[int, int, int],
                     old_key: Any, new_key: Any, before: Any, after: Any, skipped: set[str],

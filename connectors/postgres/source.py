@@ -23,6 +23,7 @@ from connectors.filters import ColumnRules, NameFilter, TableFilters, compile_li
 from connectors.postgres import pgoutput as pgo
 from connectors.postgres.eventfactory import factory_class
 from connectors.postgres.events import PgEventFactory, Tx
+from connectors.postgres.fastrow import compile_insert
 from connectors.postgres.tables import TableCache
 from connectors.topics import TopicNamer
 
@@ -184,6 +185,8 @@ class PostgresSource:
         assert self._stream is not None and self._tables is not None and self._events is not None
         stream, tables, ev = self._stream, self._tables, self._events
         decode, dispatch = pgo.decode, pgo.DISPATCH
+        u32 = pgo.U32.unpack_from
+        fast: dict[Any, Any] = {}  # table version -> fused INSERT decoder (fastrow.py)
         begin_unpack, commit_unpack, epoch_us = pgo.BEGIN.unpack_from, pgo.COMMIT.unpack_from, pgo.PG_EPOCH_OFFSET_US
         Insert, Update, Delete = pgo.Insert, pgo.Update, pgo.Delete
         pending: list[Record] = []
@@ -252,6 +255,25 @@ class PostgresSource:
                     if len(pending) >= self.max_batch:
                         yield cut(False, more=True)
                     continue
+                if kind == 73 and tx is not None:  # 'I': the fused decoder, when the tuple allows it
+                    ts = tables.get(u32(payload, 1)[0])
+                    if ts is not None:
+                        fused = fast.get(ts)
+                        if fused is None:
+                            fused = fast[ts] = compile_insert(ts)
+                        try:
+                            got = fused(payload, 6) if payload[5] == 78 else None  # 'N' new tuple
+                        except Exception:  # the general path raises or handles it (failure mode)
+                            got = None
+                        if got is not None:
+                            pos = (tx.commit_lsn, lsn, 0)
+                            if pos <= start_key:
+                                ev.insert([], tx, ts, got[0], got[1], lsn, pos, skipped)
+                                continue
+                            ev.insert(pending, tx, ts, got[0], got[1], lsn, pos, skipped)
+                            if len(pending) >= self.max_batch:
+                                yield cut(True, more=True)
+                            continue
                 try:
                     m = dispatch[kind](payload)
                 except Exception:
