@@ -377,7 +377,11 @@ def contrib_available(bindir: Path | None = None) -> bool:
 
 
 def postgis_available(bindir: Path | None = None) -> bool:
-    """Whether PostGIS is installed for this server (Debian `postgresql-<major>-postgis-3`)."""
-    bindir = bindir or find_pg_bindir()
+    """Whether PostGIS is installed for this server (Debian `postgresql-<major>-postgis-3`);
+    False without any server (safe to call at test collection)."""
+    try:
+        bindir = bindir or find_pg_bindir()
+    except HarnessError:
+        return False
     share = Path("/usr/share/postgresql") / bindir.parent.name
     return (share / "extension" / "postgis.control").exists()
