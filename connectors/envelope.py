@@ -6,7 +6,9 @@ tests/golden/). Payload builders are plain dict literals: they run once per even
 
 from __future__ import annotations
 
+import os
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -142,3 +144,31 @@ def key_change(out: list[Record], ts: TableSchema, old_key: Any, new_key: Any, b
         value = change_value(None, after, source, "c", block())
         out.append(Record(ts.topic, new_key, value, ts.key_schema, ts.envelope_schema,
                           ((OLDKEY, key_header(ts.key_schema, old_key)),), ts.collection, offset, pos[2]))
+
+
+CONTEXT_HEADER_PREFIX = "__debezium.context."
+# Debezium's `connectorName` context header is the connector type, as in the source block.
+CONNECTOR_NAMES = {"postgres": "postgresql", "mysql": "mysql", "mariadb": "mariadb"}
+
+
+def uuid7() -> str:
+    """A time-ordered UUID (RFC 9562 version 7), as Debezium's per-run `runId` (Python 3.11
+    has no uuid.uuid7)."""
+    ms = time.time_ns() // 1_000_000
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (ms & ((1 << 48) - 1)) << 80 | 0x7 << 76 | (rand >> 68) << 64 | 0b10 << 62 | rand & ((1 << 62) - 1)
+    return str(uuid.UUID(int=value))
+
+
+def _string_header(value: str) -> bytes:
+    return b'{"schema":{"type":"string","optional":false},"payload":' + orjson.dumps(value) + b"}"
+
+
+def context_headers(topic_prefix: str, connector: str, run_id: str | None = None) -> tuple[tuple[str, bytes], ...]:
+    """`extended.headers.enabled` (Debezium's default): the four `__debezium.context.*` headers
+    Debezium 3.6 puts on every data-change record (changes, their tombstones, truncates; not on
+    transaction, message or heartbeat records), after any key-change header, in JSON-converter
+    form. `runId` is new for every connector start."""
+    values = (("connectorLogicalName", topic_prefix), ("taskId", "0"),
+              ("connectorName", CONNECTOR_NAMES.get(connector, connector)), ("runId", run_id or uuid7()))
+    return tuple((CONTEXT_HEADER_PREFIX + k, _string_header(v)) for k, v in values)

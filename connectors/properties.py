@@ -104,7 +104,7 @@ COMMON: tuple[Prop, ...] = (
     P("event.converting.failure.handling.mode", "enum", "warn", ("fail", "skip", "warn")),
     P("event.processing.failure.handling.mode", "enum", "fail", ("fail", "ignore", "skip", "warn")),
     P("executor.shutdown.timeout.ms", "int", 4000),
-    P("extended.headers.enabled", "bool", False),  # tidemark: no __debezium.context.* headers (Debezium: true)
+    P("extended.headers.enabled", "bool", True),  # the __debezium.context.* headers (sinks/__init__.py)
     P("field.name.adjustment.mode", "enum", "none", ("avro", "avro_unicode", "none")),
     P("guardrail.collections.limit.action", "enum", "warn", ("fail", "warn")),
     P("guardrail.collections.max", "int", 0),
@@ -572,7 +572,6 @@ DEFAULT_ONLY: dict[str, Unsupported] = {
     "flush.lsn.source": Unsupported("leaving the slot's confirmed LSN to another process"),
     "lsn.flush.mode": Unsupported("leaving the slot's confirmed LSN to another process", ("connector",)),
     "include.schema.comments": Unsupported("column comments in the schemas"),
-    "extended.headers.enabled": Unsupported("the __debezium.context.* Kafka headers"),
     "topic.heartbeat.name": Unsupported("a fixed heartbeat topic name (use topic.heartbeat.prefix)"),
     # Behaviour Tidemark does not have.
     "event.converting.failure.handling.mode": Unsupported("other handling of values that fail to convert"),

@@ -627,13 +627,11 @@ def test_default_only_keys(name: str, connector: str) -> None:
 
 
 def test_default_only_messages() -> None:
-    msg = errors_of(plain(include__schema__comments="true", guardrail__collections__max="3",
-                          extended__headers__enabled="true"))
+    msg = errors_of(plain(include__schema__comments="true", guardrail__collections__max="3"))
     assert ("include.schema.comments=true: not supported yet: column comments in the schemas; remove it or "
             "set false") in msg
     assert ("guardrail.collections.max=3: not supported yet: a limit on the number of captured tables; remove "
             "it or set 0") in msg
-    assert "extended.headers.enabled=true: not supported yet: the __debezium.context.* Kafka headers" in msg
     assert from_mapping(plain(lsn__flush__mode="connector")).warnings == []
 
 

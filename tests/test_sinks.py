@@ -507,3 +507,40 @@ def test_kafka_python_reads_gzip_sinks(kafka: Any) -> None:
         got = kafka.read_all(topic, min_count=7)
         want = expected(batches)
         assert [(k, v, list(h)) for k, v, h in got] == [(w.key, w.value, list(w.headers or ())) for w in want]
+
+
+def test_context_headers_on_data_change_records(tmp_path: Path, bootstrap: str) -> None:
+    """extended.headers.enabled: the four __debezium.context.* headers follow a record's own
+    headers on data-change records (tombstones included), not on transaction records; Kafka and
+    the Delta change log carry the same ones, and runId is one UUIDv7 per connector start."""
+    from deltalake import DeltaTable
+
+    from connectors.envelope import context_headers
+    from connectors.sinks.delta import DeltaChangeLogSink
+    from connectors.sinks.kafka import KafkaSink
+
+    ctx = context_headers("srv", "postgres")
+    names = [h[0] for h in ctx]
+    assert names == ["__debezium.context.connectorLogicalName", "__debezium.context.taskId",
+                     "__debezium.context.connectorName", "__debezium.context.runId"]
+    values = [orjson.loads(h[1]) for h in ctx]
+    assert values[:3] == [{"schema": {"type": "string", "optional": False}, "payload": p}
+                          for p in ("srv", "0", "postgresql")]
+    assert uuid.UUID(values[3]["payload"]).version == 7
+    assert context_headers("srv", "postgres")[3] != ctx[3]  # a new run, a new runId
+
+    topic = f"srv.public.t_{uuid.uuid4().hex[:10]}"
+    batches = sample_batches(topic)
+    want = [r.headers + ctx if r.collection is not None else r.headers for b in batches for r in b.records]
+    kafka = KafkaSink({"bootstrap.servers": bootstrap}, topic_partitions=1, context=ctx)
+    delta = DeltaChangeLogSink(tmp_path / "cl", "c", context=ctx)
+    for b in batches:
+        kafka.write(b)
+        delta.write(b)
+    kafka.close()
+    got = read_topic(bootstrap, topic, len(want))
+    assert [g.headers for g in got] == want
+    rows = DeltaTable(str(tmp_path / "cl")).to_pyarrow_table().sort_by([("batch_seq", "ascending"),
+                                                                         ("event_index", "ascending")])
+    assert [tuple((h["key"], base64.b64decode(h["value"])) for h in orjson.loads(r or "[]"))
+            for r in rows["headers"].to_pylist()] == want

@@ -76,13 +76,35 @@ def build_sinks(cfg: Any) -> list[Sink]:
     from connectors.sinks.kafka import KafkaSink
 
     factories = {"kafka": KafkaSink, "delta": DeltaChangeLogSink, "jsonl": JsonLinesSink}
+    # One runId per connector start, shared by every sink that carries headers.
+    ctx = context_headers_for(cfg)
     out: list[Sink] = []
     for t in sink_types(cfg):
         if t not in factories:
             raise ConfigError(f"unknown sink type {t!r} in debezium.sink.type",
                               f"valid values: {', '.join(factories)}")
-        out.append(factories[t].from_config(cfg))
+        if t == "jsonl":
+            out.append(JsonLinesSink.from_config(cfg))  # a jsonl line has no headers
+        else:
+            out.append(factories[t].from_config(cfg, context=ctx))
     return out
+
+
+def context_headers_for(cfg: Any) -> tuple[tuple[str, bytes], ...]:
+    """The `__debezium.context.*` headers when `extended.headers.enabled` is on (the default)."""
+    source = getattr(cfg, "source", {}) or {}
+    if not source.get("extended.headers.enabled", True):
+        return ()
+    from connectors.envelope import context_headers
+
+    return context_headers(str(getattr(cfg, "topic_prefix", "")), str(getattr(cfg, "connector", "")))
+
+
+def with_context(record: Record, ctx: tuple[tuple[str, bytes], ...]) -> tuple[tuple[str, bytes], ...]:
+    """A record's Kafka headers: its own, then the context headers on data-change records."""
+    if not ctx or record.collection is None:
+        return record.headers
+    return record.headers + ctx if record.headers else ctx
 
 
 def sub_config(sink_cfg: Mapping[str, Any], prefix: str) -> dict[str, Any]:
@@ -110,6 +132,6 @@ def schema_flags(cfg: Any) -> tuple[bool, bool]:
 
 
 __all__ = [
-    "CONFIG_KEYS", "KeyValue", "build_sinks", "serialized", "serialized_batch", "sub_config",
+    "CONFIG_KEYS", "KeyValue", "build_sinks", "context_headers_for", "with_context", "serialized", "serialized_batch", "sub_config",
     "as_bool", "schema_flags", "sink_types",
 ]

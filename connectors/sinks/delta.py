@@ -170,12 +170,18 @@ def _schema_column(schemas: Any, payloads: Any) -> pa.Array:
     return pa.DictionaryArray.from_arrays(pa.array(idx, _I32), pa.array(texts, pa.binary()).view(_S))
 
 
-def build_table(batch: Batch, key_schemas: bool = True, value_schemas: bool = True) -> pa.Table:
-    """The batch as one Arrow table: one pass over the records, then column-wise conversion."""
+def build_table(batch: Batch, key_schemas: bool = True, value_schemas: bool = True,
+                context: tuple[tuple[str, bytes], ...] = ()) -> pa.Table:
+    """The batch as one Arrow table: one pass over the records, then column-wise conversion.
+    `context`: the `__debezium.context.*` headers, added to data-change records' headers."""
     records = batch.records
     n = len(records)
     if n:
         cols: dict[str, Any] = dict(zip(_ROW_COLS, zip(*map(_row, records), strict=True), strict=True))
+        if context:
+            cj = _headers_json(context)
+            cols["headers"] = [h if r.collection is None else cj if not r.headers else
+                               _headers_json(r.headers + context) for r, h in zip(records, cols["headers"], strict=True)]
     else:
         cols = {c: () for c in _ROW_COLS}
     cols["batch_seq"] = [batch.seq] * n
@@ -232,7 +238,9 @@ class DeltaChangeLogSink:
     name = "delta"
 
     def __init__(self, table_uri: str | Path, connector_name: str, *, key_schemas_enable: bool = True,
-                 value_schemas_enable: bool = True, storage_options: Mapping[str, str] | None = None) -> None:
+                 value_schemas_enable: bool = True, storage_options: Mapping[str, str] | None = None,
+                 context: tuple[tuple[str, bytes], ...] = ()) -> None:
+        self._ctx = context  # __debezium.context.* headers for data-change records
         self.table_uri = str(table_uri)
         self.app_id = connector_name
         self._ks = key_schemas_enable
@@ -244,12 +252,13 @@ class DeltaChangeLogSink:
         self._open()
 
     @classmethod
-    def from_config(cls, cfg: Any) -> DeltaChangeLogSink:
+    def from_config(cls, cfg: Any, *, context: tuple[tuple[str, bytes], ...] = ()) -> DeltaChangeLogSink:
         s: Mapping[str, Any] = getattr(cfg, "sink", {}) or {}
         ks, vs = schema_flags(cfg)
         uri = s.get("delta.table.path") or f"{str(cfg.warehouse).rstrip('/')}/{cfg.topic_prefix}/changelog"
         storage = {k: str(v) for k, v in sub_config(s, "delta.storage.").items()}
-        return cls(uri, cfg.name, key_schemas_enable=ks, value_schemas_enable=vs, storage_options=storage or None)
+        return cls(uri, cfg.name, key_schemas_enable=ks, value_schemas_enable=vs, storage_options=storage or None,
+                   context=context)
 
     def _open(self) -> None:
         from deltalake import DeltaTable
@@ -270,7 +279,7 @@ class DeltaChangeLogSink:
             log.info("delta: batch %d already in %s (last seq %d), skipped", batch.seq, self.table_uri,
                      self._last_seq)
             return
-        table = build_table(batch, self._ks, self._vs)
+        table = build_table(batch, self._ks, self._vs, self._ctx)
         props = CommitProperties(
             app_transactions=[Transaction(self.app_id, batch.seq)],
             custom_metadata={OFFSET_KEY: orjson.dumps(batch.offset).decode(), SEQ_KEY: str(batch.seq),

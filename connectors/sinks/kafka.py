@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol
 
 from connectors.api import Batch, ConfigError, TerminalError, TransientError
-from connectors.sinks import as_bool, schema_flags, serialized_batch, sub_config
+from connectors.sinks import as_bool, schema_flags, serialized_batch, sub_config, with_context
 
 log = logging.getLogger(__name__)
 
@@ -371,7 +371,8 @@ class KafkaSink:
                  key_schemas_enable: bool = True, value_schemas_enable: bool = True,
                  topic_creation: bool = True, topic_partitions: int = -1,
                  topic_replication_factor: int = -1, flush_timeout_s: float | None = None,
-                 producer: Producer | None = None) -> None:
+                 producer: Producer | None = None, context: tuple[tuple[str, bytes], ...] = ()) -> None:
+        self._ctx = context  # __debezium.context.* headers for data-change records
         self._ks = key_schemas_enable
         self._vs = value_schemas_enable
         if flush_timeout_s is None:
@@ -384,7 +385,7 @@ class KafkaSink:
             partitions=topic_partitions, replication_factor=topic_replication_factor)
 
     @classmethod
-    def from_config(cls, cfg: Any) -> KafkaSink:
+    def from_config(cls, cfg: Any, *, context: tuple[tuple[str, bytes], ...] = ()) -> KafkaSink:
         s: Mapping[str, Any] = getattr(cfg, "sink", {}) or {}
         ks, vs = schema_flags(cfg)
         client = str(s.get("kafka.client", "confluent")).strip().lower()
@@ -400,6 +401,7 @@ class KafkaSink:
             topic_partitions=int(s.get("kafka.topic.creation.partitions", -1)),
             topic_replication_factor=int(s.get("kafka.topic.creation.replication.factor", -1)),
             flush_timeout_s=int(timeout) / 1000 if timeout is not None else None,
+            context=context,
         )
 
     def write(self, batch: Batch) -> None:
@@ -410,9 +412,9 @@ class KafkaSink:
         if not topics <= self._known:
             self._producer.ensure_topics(topics - self._known)
             self._known |= topics
-        send = self._producer.send
+        send, ctx = self._producer.send, self._ctx
         for r, (k, v) in zip(records, serialized_batch(batch, self._ks, self._vs), strict=True):
-            send(r.topic, k, v, r.headers)
+            send(r.topic, k, v, with_context(r, ctx) if ctx else r.headers)
         self._producer.flush(self._timeout)
 
     def last_offset(self) -> tuple[int, dict[str, Any]] | None:

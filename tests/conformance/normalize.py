@@ -5,10 +5,10 @@ Normalisation removes only what differs between two captures of the same changes
 * value payload ``ts_ms`` / ``ts_us`` / ``ts_ns`` (envelope processing time; message events too),
 * ``source.ts_ms`` / ``source.ts_us`` / ``source.ts_ns`` and ``source.version``,
 * ``ts_ms`` of transaction-topic (BEGIN/END) records,
-* the ``__debezium.context.*`` headers (``extended.headers.enabled``, which Tidemark does not
-  implement; they also hold a per-run ``runId``). Every other header — ``__debezium.oldkey`` /
-  ``__debezium.newkey`` on a primary-key change — is compared exactly, in order; a record without
-  headers has ``headers: []``.
+* the value of the ``__debezium.context.runId`` header, new for every connector start: it must be
+  a UUIDv7 on both sides and is then masked. Every other header — the other context headers
+  (``extended.headers.enabled``), ``__debezium.oldkey`` / ``__debezium.newkey`` on a primary-key
+  change — is compared exactly, in order; a record without headers has ``headers: []``.
 
 One Debezium artefact is volatile too and is masked, not dropped: the END record of a transaction
 that contains a transactional logical-decoding message lists the message as data collection
@@ -35,6 +35,17 @@ CONTEXT_HEADER = "__debezium.context."
 _MSG_ID = re.compile(r"^(io\.debezium\.connector\.postgresql\.LogicalDecodingMessageMonitor\$LogicalDecodingMessageId)(?:@[0-9a-f]+)?$")
 
 
+_UUID7 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+
+
+def _header(h: list | tuple) -> list:
+    name, value = str(h[0]), copy.deepcopy(h[1])
+    if name == CONTEXT_HEADER + "runId":
+        run_id = value.get("payload") if isinstance(value, dict) else value
+        value = "<a UUIDv7>" if _UUID7.match(str(run_id)) else f"<not a UUIDv7: {run_id!r}>"
+    return [name, value]
+
+
 def is_transaction_record(rec: dict) -> bool:
     v = rec.get("value")
     return bool(v) and isinstance(v, dict) and (v.get("schema") or {}).get("name") == \
@@ -44,8 +55,7 @@ def is_transaction_record(rec: dict) -> bool:
 def normalize_record(rec: dict) -> dict:
     """Return ``{"topic", "key", "value", "headers"}`` with the volatile fields removed (input unchanged)."""
     out = {"topic": rec.get("topic"), "key": copy.deepcopy(rec.get("key")), "value": copy.deepcopy(rec.get("value")),
-           "headers": [copy.deepcopy(list(h)) for h in rec.get("headers") or []
-                       if not str(h[0]).startswith(CONTEXT_HEADER)]}
+           "headers": [_header(h) for h in rec.get("headers") or []]}
     value = out["value"]
     if not isinstance(value, dict):
         return out
