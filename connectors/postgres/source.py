@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from connectors import envelope as env
-from connectors.api import Batch, Record
+from connectors.api import Batch, Record, TerminalError, TidemarkError
 from connectors.config import ConnectorConfig
 from connectors.filters import ColumnRules, NameFilter, TableFilters, compile_list
 from connectors.postgres import pgoutput as pgo
@@ -290,7 +290,16 @@ class PostgresSource:
                         # counters (total_order, BEGIN already sent) and drop the records.
                         ev.change([], tx, ts, m, lsn, pos, skipped, tombstones)
                         continue
-                    ev.change(pending, tx, ts, m, lsn, pos, skipped, tombstones)
+                    try:
+                        ev.change(pending, tx, ts, m, lsn, pos, skipped, tombstones)
+                    except TidemarkError:
+                        raise
+                    except Exception as e:  # a value the converters cannot handle (mode fail)
+                        # The exception type only: its text may quote the value.
+                        raise TerminalError(
+                            f"cannot convert a change of {ts.collection} at LSN {_fmt(lsn)} ({type(e).__name__})",
+                            "set event.processing.failure.handling.mode=warn to skip such changes "
+                            "(logged with table and position)") from None
                     if len(pending) >= self.max_batch:
                         yield cut(True, more=True)
                 elif t is pgo.Relation:
