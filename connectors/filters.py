@@ -165,30 +165,37 @@ class ColumnRules:
                 return cols
         return None
 
-    def value_transform(self, column_id: str, length: int | None) -> ValueFn | None:
-        """The transform for a (string) column, or None. Truncation runs before masking, as in
-        Debezium's ColumnMappers chain (truncate, then mask, then hash)."""
-        fns: list[ValueFn] = []
+    def first_mapper(self, column_id: str, type_name: str) -> tuple[Any, ...] | None:
+        """The one column mapper that applies to a column, as Debezium's ColumnMappers.mapperFor:
+        the first matching rule in its registration order — truncate, mask, column then datatype
+        source-type propagation, hash v1, hash v2 — and no other. `("truncate", n)`,
+        `("mask", n)`, `("propagate",)` or `("hash", algorithm, salt, v2)`."""
         for n, pats in self.truncate:
             if _matches(pats, column_id):
-                fns.append(lambda v, n=n: v[:n] if isinstance(v, str) else v)
+                return ("truncate", n)
         for n, pats in self.mask:
             if _matches(pats, column_id):
-                stars = "*" * n
-                fns.append(lambda v, s=stars: s)
-        for alg, salt, v2, pats in self.hash:
-            if _matches(pats, column_id):
-                fns.append(_hasher(alg, salt, v2, length))
-        if not fns:
-            return None
-        if len(fns) == 1:
-            return fns[0]
+                return ("mask", n)
+        if self.propagates(column_id, type_name):
+            return ("propagate",)
+        for v2 in (False, True):
+            for alg, salt, is_v2, pats in self.hash:
+                if is_v2 is v2 and _matches(pats, column_id):
+                    return ("hash", alg, salt, v2)
+        return None
 
-        def chain(v: Any, fns: list[ValueFn] = fns) -> Any:
-            for f in fns:
-                v = f(v)
-            return v
-        return chain
+    def mapper_transform(self, mapper: tuple[Any, ...], length: int | None) -> ValueFn | None:
+        """The value function of a `first_mapper` result (None for propagation)."""
+        kind = mapper[0]
+        if kind == "truncate":
+            n = mapper[1]
+            return lambda v: v[:n] if isinstance(v, str) else v
+        if kind == "mask":
+            stars = "*" * mapper[1]
+            return lambda v: stars
+        if kind == "hash":
+            return _hasher(mapper[1], mapper[2], mapper[3], length)
+        return None
 
     def propagates(self, column_id: str, type_name: str) -> bool:
         return _matches(self.propagate_columns, column_id) or _matches(self.propagate_types, type_name)

@@ -8,6 +8,7 @@ function per table version, so the per-event path is a single call.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,6 +36,12 @@ class ColumnDef:
     scale: int | None = None
     unavailable: Any = None
     emitted: bool = True  # False: an unknown type Debezium drops (the raw value is still positional)
+    null: Any = NO_DEFAULT  # payload of a NULL when a column mapper decides it (a mask masks NULL too)
+
+
+def column_null(col: ColumnDef) -> Any:
+    """The payload a NULL of this column becomes."""
+    return null_value(col.schema) if col.null is NO_DEFAULT else col.null
 
 
 def null_value(schema: Schema) -> Any:
@@ -107,7 +114,7 @@ def _compile(columns: list[ColumnDef], indices: list[int], marker: Any) -> Calla
         col = columns[i]
         env[f"_c{n}"] = col.convert
         env[f"_u{n}"] = col.unavailable
-        env[f"_n{n}"] = null_value(col.schema)
+        env[f"_n{n}"] = column_null(col)
         conv = f"_c{n}(v)" if col.convert is not None else "v"
         if marker is None:
             expr = f"(_n{n} if (v := r[{i}]) is None else {conv})"
@@ -136,19 +143,25 @@ def build(namespace: str, table: str, columns: list[ColumnDef], primary_key: lis
     for col in columns:
         cid = f"{table_id}.{col.name}"
         schema, convert = col.schema, col.convert
-        if propagating:
-            type_name, params = spell(col)
-            if rules.propagates(cid, type_name):
+        null: Any = NO_DEFAULT
+        type_name, params = spell(col) if propagating else (col.type_name, {})
+        # One mapper per column, the first that matches (Debezium's ColumnMappers.mapperFor).
+        mapper = rules.first_mapper(cid, type_name)
+        if mapper is not None:
+            if mapper[0] == "propagate":
                 schema = schema.with_parameters(params)
-        if schema.type == "string":
-            fn = rules.value_transform(cid, col.length)
-            if fn is not None:
-                convert = fn if convert is None else (lambda v, a=convert, b=fn: b(a(v)))
-        mapped = _mapper_parameters(rules, cid, col.length)
-        if mapped:
-            schema = schema.with_parameters(mapped)
+            else:
+                if schema.type == "string":
+                    fn = rules.mapper_transform(mapper, col.length)
+                    if fn is not None:
+                        convert = fn if convert is None else (lambda v, a=convert, b=fn: b(a(v)))
+                    if mapper[0] == "mask":
+                        null = fn(None)  # Debezium's MaskStrings replaces NULL as well
+                mapped = _mapper_parameters(mapper, col.length)
+                if mapped:
+                    schema = schema.with_parameters(mapped)
         cols.append(ColumnDef(col.name, schema, convert, col.type_name, col.length, col.scale, col.unavailable,
-                              col.emitted))
+                              col.emitted, null))
 
     value_idx = [i for i, c in enumerate(cols)
                  if c.emitted and filters.captures_column(namespace, table, c.name)]
@@ -163,8 +176,7 @@ def build(namespace: str, table: str, columns: list[ColumnDef], primary_key: lis
     base = namer.schema_name(schema_name(prefix, namespace, table, "")[:-1])
     if namer.field_name.mode != "none":
         # field.name.adjustment.mode renames fields only: filters and key columns use the real names.
-        cols = [ColumnDef(namer.field_name(c.name), c.schema, c.convert, c.type_name, c.length, c.scale,
-                          c.unavailable, c.emitted) for c in cols]
+        cols = [dataclasses.replace(c, name=namer.field_name(c.name)) for c in cols]
     value_schema = struct(f"{base}.Value", [(cols[i].name, cols[i].schema) for i in value_idx], optional=True)
     # Key fields carry no column-mapper parameters (Debezium's TableSchemaBuilder maps value fields only).
     key_schema = (struct(f"{base}.Key", [(cols[i].name, columns[i].schema) for i in key_idx])
@@ -178,18 +190,14 @@ def _any(patterns: Sequence[Any], name: str) -> bool:
     return any(p.fullmatch(name) for p in patterns)
 
 
-def _mapper_parameters(rules: ColumnRules, column_id: str, length: int | None) -> dict[str, str]:
-    """Schema parameters of Debezium's column mappers: `truncateLength` when a truncation can
+def _mapper_parameters(mapper: tuple[Any, ...], length: int | None) -> dict[str, str]:
+    """Schema parameters of Debezium's column mappers: `truncateLength` when the truncation can
     shorten the column (its length is unknown or longer), `masked` for a mask or hash — set on
     every matched column, whatever its type (TableSchemaBuilder calls alterFieldSchema for all)."""
-    params: dict[str, str] = {}
-    for n, pats in rules.truncate:
-        if (length is None or length < 0 or length > n) and _any(pats, column_id):
-            params["truncateLength"] = str(n)
-    if any(_any(pats, column_id) for _, pats in rules.mask) or any(
-            _any(h[-1], column_id) for h in rules.hash):
-        params["masked"] = "true"
-    return params
+    if mapper[0] == "truncate":
+        n = mapper[1]
+        return {"truncateLength": str(n)} if length is None or length < 0 or length > n else {}
+    return {"masked": "true"}
 
 
 def _propagated(col: ColumnDef) -> tuple[str, dict[str, str]]:

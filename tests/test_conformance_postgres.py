@@ -62,7 +62,13 @@ VARIANTS = {
                        # matched against <schema>.<table>.<pg_type name>, case-insensitive
                        "datatype.propagate.source.type":
                            r"public\.all_types\.VARCHAR,public\.all_types\.bpchar,.+\._int4,.+\.amount"},
-    "time-microseconds": {"time.precision.mode": "microseconds"},
+    # overlapping column mappers: only the first matching one applies (truncate, mask,
+    # propagation, hash — Debezium's ColumnMappers order)
+    "time-microseconds": {"time.precision.mode": "microseconds",
+                          "column.truncate.to.3.chars": r"public\.all_types\.c_text",
+                          "column.mask.with.6.chars": r"public\.all_types\.c_text,public\.all_types\.c_varchar",
+                          "column.propagate.source.type": r"public\.all_types\.c_varchar,public\.all_types\.c_char",
+                          "column.mask.hash.SHA-256.with.salt.pepper": r"public\.all_types\.c_char"},
     "time-nanoseconds": {"time.precision.mode": "nanoseconds"},
 }
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from struct import Struct
 from typing import TYPE_CHECKING, Any
 
-from connectors.tableschema import null_value
+from connectors.tableschema import column_null
 
 if TYPE_CHECKING:
     from connectors.tableschema import TableSchema
@@ -54,7 +54,7 @@ def compile_insert(ts: TableSchema) -> FusedInsert:
                   "        return None"]
         if i in used:
             env[f"_c{i}"] = col.convert
-            env[f"_n{i}"] = null_value(col.schema)
+            env[f"_n{i}"] = column_null(col)
             conv = f"_c{i}(v{i})" if col.convert is not None else f"v{i}"
             lines.append(f"    v{i} = _n{i} if v{i} is None else {conv}")
     after = ", ".join(f"{cols[i].name!r}: v{i}" for i in ts.value_cols)
