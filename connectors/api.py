@@ -6,7 +6,7 @@ No heavy imports here: this module must import without Spark, Airflow or any dri
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import total_ordering
 from typing import Any, Protocol, runtime_checkable
@@ -137,7 +137,7 @@ class GtidSet:
 
     def add(self, gtid: str) -> "GtidSet":
         """Return a set that also contains one transaction's GTID."""
-        if re.fullmatch(r"\d+-\d+-\d+", gtid):
+        if _MARIADB_GTID(gtid):
             d, s, n = (int(x) for x in gtid.split("-"))
             doms = {x[0]: x for x in self.mariadb}
             doms[d] = (d, s, n)
@@ -164,9 +164,66 @@ class GtidSet:
     def __str__(self) -> str:
         if self.mariadb:
             return ",".join(f"{d}-{s}-{n}" for d, s, n in self.mariadb)
-        return ",".join(
-            u + "".join(f":{lo}" if lo == hi else f":{lo}-{hi}" for lo, hi in ivs) for u, ivs in self.mysql
-        )
+        return ",".join(_uuid_text(u, ivs) for u, ivs in self.mysql)
+
+
+_MARIADB_GTID = re.compile(r"\d+-\d+-\d+").fullmatch
+
+
+def _uuid_text(uuid: str, ivs: Iterable[tuple[int, int]]) -> str:
+    return uuid + "".join(f":{lo}" if lo == hi else f":{lo}-{hi}" for lo, hi in ivs)
+
+
+class GtidTracker:
+    """A GTID set updated in place one transaction at a time (a binlog reader's executed set).
+
+    `add` is a dict update instead of GtidSet.add's new sorted tuple; the text is rendered only
+    when asked for and then cached until the next `add`. After the same additions,
+    `str(tracker) == str(GtidSet.parse(start).add(g1).add(g2)...)` — including that adding a
+    GTID of the other server kind leaves only that kind, as GtidSet.add does."""
+
+    __slots__ = ("_mariadb", "_mysql", "_text")
+
+    def __init__(self, text: str = "") -> None:
+        g = GtidSet.parse(text)
+        self._mariadb: dict[int, tuple[int, int, int]] = {x[0]: x for x in g.mariadb}
+        self._mysql: dict[str, list[tuple[int, int]]] = {u: list(ivs) for u, ivs in g.mysql}
+        self._text: str | None = str(g)
+
+    def add(self, gtid: str) -> None:
+        self._text = None
+        if _MARIADB_GTID(gtid):
+            d, s, n = (int(x) for x in gtid.split("-"))
+            self._mariadb[d] = (d, s, n)
+            if self._mysql:
+                self._mysql = {}
+            return
+        uuid, _, seq = gtid.rpartition(":")
+        gno = int(seq)
+        if self._mariadb:
+            self._mariadb = {}
+        ivs = self._mysql.setdefault(uuid.lower(), [])
+        if ivs and ivs[-1][1] + 1 == gno:  # the next transaction of that server: extend its last interval
+            ivs[-1] = (ivs[-1][0], gno)
+        else:
+            ivs.append((gno, gno))
+            ivs[:] = _merge(ivs)
+
+    def freeze(self) -> GtidSet:
+        if self._mariadb:
+            return GtidSet(mariadb=tuple(sorted(self._mariadb.values())))
+        return GtidSet(mysql=tuple((u, tuple(self._mysql[u])) for u in sorted(self._mysql)))
+
+    def __str__(self) -> str:
+        text = self._text
+        if text is None:
+            if len(self._mariadb) == 1:
+                for d, s, n in self._mariadb.values():
+                    text = f"{d}-{s}-{n}"
+            else:
+                text = str(self.freeze())
+            self._text = text
+        return text
 
 
 def _merge(ivals: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:

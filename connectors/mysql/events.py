@@ -11,13 +11,14 @@ so a restart mid-transaction neither loses nor repeats a row (Debezium's restart
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from connectors.api import GtidSet
+from connectors.api import GtidTracker
 from connectors.mysql.binlog import Event
 from connectors.mysql.ddl import DdlParser, DdlResult, UnparseableDdl
 from connectors.mysql.model import Table, Tables
@@ -95,6 +96,7 @@ class TxEnd:
 Item = RowChange | SchemaChange | Truncate | TxEnd
 
 
+@functools.lru_cache(maxsize=256)
 def file_index(name: str) -> int:
     stem, _, idx = name.rpartition(".")
     return int(idx) if idx.isdigit() else 0
@@ -108,21 +110,28 @@ def offset_key(offset: dict[str, Any] | None) -> tuple[int, ...]:
             int(offset.get("row", 0)))
 
 
-@dataclass
 class _Tx:
-    gtid: str | None
-    file: str
-    pos: int
-    thread: int | None = None
-    events: int = 0          # rows events seen (including skipped tables)
-    query: str | None = None
-    gtids_before: str = ""
+    """The open transaction: where it started, its GTID and the executed set before it."""
+
+    __slots__ = ("gtid", "file", "pos", "thread", "events", "query", "gtids_before", "txid", "fidx")
+
+    def __init__(self, gtid: str | None, file: str, pos: int, thread: int | None, gtids_before: str) -> None:
+        self.gtid, self.file, self.pos, self.thread = gtid, file, pos, thread
+        self.events = 0  # rows events seen (including skipped tables)
+        self.query: str | None = None
+        self.gtids_before = gtids_before
+        self.txid = gtid or f"file={file},pos={pos}"  # Debezium's transaction id
+        self.fidx = file_index(file)
+
+
+_NOTHING: tuple[()] = ()
 
 
 @dataclass
 class Translator:
     """Stateful binlog → item translation. `tables`/`parser` are the live schema model; DDL is
-    applied to it here (so later rows decode with the new layout) and reported as SchemaChange."""
+    applied to it here (so later rows decode with the new layout) and reported as SchemaChange.
+    `feed` returns the items of one event (a list, or an empty tuple)."""
 
     tables: Tables
     start: dict[str, Any] | None = None
@@ -130,7 +139,8 @@ class Translator:
     skip_unparseable: bool = False
     on_ddl_applied: Callable[[], None] | None = None
     file: str = ""
-    gtids: GtidSet = field(default_factory=GtidSet)
+    # The executed set, updated in place per transaction; its text is rendered once per change.
+    gtids: GtidTracker = field(default_factory=GtidTracker)
     _tx: _Tx | None = None
     _skip_events: int = 0
     _skip_rows: int = 0
@@ -139,7 +149,7 @@ class Translator:
         self.parser = DdlParser(self.tables)
         if self.start:
             self.file = str(self.start.get("file", ""))
-            self.gtids = GtidSet.parse(str(self.start.get("gtids") or ""))
+            self.gtids = GtidTracker(str(self.start.get("gtids") or ""))
             self._skip_events = int(self.start.get("event", 0))
             self._skip_rows = int(self.start.get("row", 0))
         self._pending_query: str | None = None
@@ -161,109 +171,108 @@ class Translator:
                 "server_id": self._server_id, "ts_sec": self._ts}
 
     # ------------------------------------------------------------------ translation
-    def feed(self, ev: Event) -> Iterator[Item]:
+    def feed(self, ev: Event) -> list[Item] | tuple[()]:
         kind = ev.kind
         if kind == "rows":
-            yield from self._rows(ev)
-            return
-        self._server_id = ev.server_id or self._server_id
+            return self._rows(ev)
+        if ev.server_id:
+            self._server_id = ev.server_id
         if ev.ts:
             self._ts = ev.ts
+        if kind == "xid":
+            return self._commit(ev)
         if kind == "gtid":
             self._pending_gtid, self._pending_gtid_pos, self._standalone = ev.gtid, ev.pos, ev.standalone
             if not ev.standalone and "-" in ev.gtid and ":" not in ev.gtid:
                 # MariaDB writes no BEGIN query: a non-standalone GTID event opens the transaction.
-                self._tx = _Tx(ev.gtid, self.file, ev.pos, None, gtids_before=str(self.gtids))
+                self._tx = _Tx(ev.gtid, self.file, ev.pos, None, str(self.gtids))
                 self._pending_gtid_pos = None
-            return
+            return _NOTHING
         if kind == "query":
             q = ev.query.strip()
             up = q[:10].upper()
             if up.startswith("BEGIN") or up.startswith("XA START"):
                 if self._tx is not None and not self._tx.events:
                     self._tx.thread = ev.thread
-                    return
+                    return _NOTHING
                 start = self._pending_gtid_pos if self._pending_gtid_pos is not None else ev.pos
-                self._tx = _Tx(self._pending_gtid, self.file, start, ev.thread, gtids_before=str(self.gtids))
+                self._tx = _Tx(self._pending_gtid, self.file, start, ev.thread, str(self.gtids))
                 self._pending_gtid_pos = None
-                return
+                return _NOTHING
             if up.startswith("COMMIT") or up.startswith("XA COMMIT") or up.startswith("ROLLBACK"):
-                yield from self._commit(ev)
-                return
-            yield from self._ddl(ev, q)
-            return
-        if kind == "xid":
-            yield from self._commit(ev)
-            return
+                return self._commit(ev)
+            return list(self._ddl(ev, q))
         if kind == "annotate":
             if self._tx is not None:
                 self._tx.query = ev.query
-            return
+            return _NOTHING
         if kind == "rotate":
             # A GTID-started dump opens with a fake rotate to position 4 of the file it reads:
             # the resume position must not move back inside the same file.
             same = ev.file == self.file
             self.file = ev.file
             self._next_pos = max(self._next_pos, ev.next_pos) if same else ev.next_pos
-            return
+            return _NOTHING
         if kind == "heartbeat" and self._tx is None:
             self._next_pos = max(self._next_pos, ev.next_pos) if ev.file == self.file else ev.next_pos
+        return _NOTHING
 
-    def _commit(self, ev: Event) -> Iterator[Item]:
+    def _commit(self, ev: Event) -> list[Item] | tuple[()]:
         tx = self._tx
         self._tx = None
-        self._next_pos = ev.next_pos
+        next_pos = self._next_pos = ev.next_pos
         self._skip_events = self._skip_rows = 0
         if tx is None:
-            return
+            return _NOTHING
         if tx.gtid:
-            self.gtids = self.gtids.add(tx.gtid)
-        off = self.offset()
-        yield TxEnd(tx.gtid or f"file={tx.file},pos={tx.pos}", off, offset_key(off), ev.ts * 1000)
+            self.gtids.add(tx.gtid)
+        file = self.file
+        off = {"file": file, "pos": next_pos, "gtids": str(self.gtids), "event": 0, "row": 0,
+               "server_id": self._server_id, "ts_sec": self._ts}  # == self.offset() outside a transaction
+        return [TxEnd(tx.txid, off, (file_index(file), next_pos, 0, 0), ev.ts * 1000)]
 
-    def _source(self, ev: Event, db: str, table: str | None, row: int, tx: _Tx | None,
-                query: str | None) -> SourceInfo:
-        return SourceInfo(ev.server_id, tx.gtid if tx else self._pending_gtid, tx.file if tx else self.file,
-                          tx.pos if tx else ev.pos, row, tx.thread if tx else ev.thread,
-                          query if self.include_query else None, ev.ts * 1000, db, table)
-
-    def _rows(self, ev: Event) -> Iterator[Item]:
+    def _rows(self, ev: Event) -> list[Item] | tuple[()]:
         tx = self._tx
         if tx is None:  # rows outside BEGIN (should not happen with ROW format): own transaction
-            tx = self._tx = _Tx(self._pending_gtid, self.file, ev.pos, None, gtids_before=str(self.gtids))
+            tx = self._tx = _Tx(self._pending_gtid, self.file, ev.pos, None, str(self.gtids))
         tx.events += 1
-        if self._skip_events >= tx.events:
-            return  # emitted before the restart
+        n_ev = tx.events
+        if self._skip_events >= n_ev:
+            return _NOTHING  # emitted before the restart
         if ev.skipped:
-            return
-        skip_rows = self._skip_rows if self._skip_events == tx.events - 1 else 0
-        base = {"file": tx.file, "pos": tx.pos, "gtids": tx.gtids_before, "server_id": ev.server_id,
-                "ts_sec": ev.ts}
-        ev_index = tx.events - 1
-        fidx = file_index(tx.file)
-        txid = tx.gtid or f"file={tx.file},pos={tx.pos}"
-        for i, (before, after) in enumerate(ev.rows):
+            return _NOTHING
+        skip_rows = self._skip_rows if self._skip_events == n_ev - 1 else 0
+        rows = ev.rows
+        last = len(rows) - 1
+        file, pos, gtids, server_id, ts_sec = tx.file, tx.pos, tx.gtids_before, ev.server_id, ev.ts
+        fidx, txid, db, table, op, model = tx.fidx, tx.txid, ev.db, ev.table, ev.op, ev.table_model
+        gtid, thread, ts_ms = tx.gtid, tx.thread, ev.ts * 1000
+        query = tx.query if self.include_query else None
+        out: list[Item] = []
+        for i, (before, after) in enumerate(rows):
             if i < skip_rows:
                 continue
-            off = dict(base, event=ev_index, row=i + 1)
-            if i + 1 == len(ev.rows):
-                off["event"], off["row"] = ev_index + 1, 0
+            # The resume point just after this row: the next row of this event, or the next event.
+            event, row = (n_ev, 0) if i == last else (n_ev - 1, i + 1)
+            off = {"file": file, "pos": pos, "gtids": gtids, "server_id": server_id, "ts_sec": ts_sec,
+                   "event": event, "row": row}
             # pos == offset_key(off): a sink holding everything up to an offset holds exactly the
             # rows whose pos is not above it.
-            yield RowChange(ev.db, ev.table, ev.op, before, after, ev.table_model,
-                            self._source(ev, ev.db, ev.table, i, tx, tx.query), txid,
-                            off, (fidx, tx.pos, off["event"], off["row"]))
+            out.append(RowChange(db, table, op, before, after, model,
+                                 SourceInfo(server_id, gtid, file, pos, i, thread, query, ts_ms, db, table),
+                                 txid, off, (fidx, pos, event, row)))
+        return out
 
     def _ddl(self, ev: Event, q: str) -> Iterator[Item]:
         if _NON_DDL.match(q):
             if self._pending_gtid is not None and self._standalone:
-                self.gtids = self.gtids.add(self._pending_gtid)
+                self.gtids.add(self._pending_gtid)
             self._next_pos = ev.next_pos
             return
         gtid_pos = self._pending_gtid_pos if self._pending_gtid_pos is not None else ev.pos
         gtids_before = str(self.gtids)
         if self._pending_gtid is not None:
-            self.gtids = self.gtids.add(self._pending_gtid)
+            self.gtids.add(self._pending_gtid)
         self._pending_gtid_pos = None
         self._next_pos = ev.next_pos
         try:
