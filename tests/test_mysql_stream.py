@@ -221,10 +221,10 @@ def test_max_seconds_heartbeats_and_offsets_reset(mariadb: Any, mariadb_database
     assert '"reset": true' in run_cli("offsets", "show", "--config", str(cfg)).stdout
 
 
-def _workload(server: Any, dbname: str, n: int, stop: threading.Event) -> None:
+def _workload(server: Any, dbname: str, first: int, last: int, stop: threading.Event) -> None:
     conn = server.connect(database=dbname)
     cur = conn.cursor()
-    for i in range(n):
+    for i in range(first, last):
         if stop.is_set():
             break
         if i % 10 == 0:
@@ -259,22 +259,27 @@ def test_sigkill_during_workload_loses_nothing(mariadb: Any, mariadb_database: s
                        sinks="kafka,delta", kafka=kafka, prefix=name, **{"max.batch.size": "64"})
     run_cli("run", "--config", str(cfg), "--until-caught-up")
     stop = threading.Event()
-    n = 600
-    writer = threading.Thread(target=_workload, args=(mariadb, mariadb_database, n, stop))
-    writer.start()
+    n, rounds = 600, 4
     changelog = tmp_path / "warehouse" / name / "changelog"
     kills = 0
-    try:
-        for _ in range(4):
-            proc = popen_cli("run", "--config", str(cfg), log=tmp_path / "run.log")
+    for r in range(rounds):
+        # One part of the workload per connector life, so each life has changes to deliver (a
+        # connector that commits while it catches up finishes the whole workload before a later kill).
+        writer = threading.Thread(target=_workload,
+                                  args=(mariadb, mariadb_database, r * n // rounds, (r + 1) * n // rounds, stop))
+        proc = popen_cli("run", "--config", str(cfg), log=tmp_path / "run.log")
+        try:
             start = _count(changelog)
+            writer.start()
             wait_until(lambda s=start: _count(changelog) > s + 50, timeout=90, what="progress before the kill")
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=30)
             kills += 1
-    finally:
-        writer.join(300)
-        stop.set()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            writer.join(300)
+    stop.set()
     run_cli("run", "--config", str(cfg), "--until-caught-up", timeout=300)
     expected_c = n + (n // 10) * 50
     expected_u = len(range(0, n, 3))

@@ -56,10 +56,12 @@ import logging
 import time
 import weakref
 from collections.abc import Iterator
+from time import time_ns
 from typing import Any
 
 from connectors import envelope as env
 from connectors.api import Batch, GtidSet, Record, TerminalError, TidemarkError
+from connectors.envelope import VERSION
 from connectors.filters import ColumnRules, TableFilters
 from connectors.mysql import setup
 from connectors.mysql.binlog import BinlogStream, current_position, recovery_hint
@@ -115,6 +117,7 @@ class MySqlSource:
         self.cfg = cfg
         src = cfg.source
         self.connector = "mariadb" if getattr(cfg, "connector", "mysql") == "mariadb" else "mysql"
+        self._prefix = cfg.topic_prefix
         self.until_caught_up = until_caught_up
         self.deadline = time.monotonic() + max_seconds if max_seconds else None
         self.heartbeat_s = int(src.get("heartbeat.interval.ms") or 0) / 1000
@@ -196,7 +199,7 @@ class MySqlSource:
                                     file=None if use_gtids else str(offset["file"]),
                                     pos=None if use_gtids else int(offset["pos"]),
                                     gtid_set=gtids if use_gtids else None,
-                                    heartbeat_s=max(min(self.poll_s, 1.0), 0.1),
+                                    heartbeat_s=max(min(self.poll_s, 1.0), 0.1), annotate=self.include_query,
                                     blocking=not self.until_caught_up, config_path=self.config_path)
         self._start = offset
 
@@ -273,7 +276,7 @@ class MySqlSource:
     # ------------------------------------------------------------------ streaming
     def _source(self, s: SourceInfo) -> dict[str, Any]:
         ms = s.ts_ms
-        return {"version": env.VERSION, "connector": self.connector, "name": self.cfg.topic_prefix, "ts_ms": ms,
+        return {"version": VERSION, "connector": self.connector, "name": self._prefix, "ts_ms": ms,
                 "snapshot": "false", "db": s.db, "sequence": None, "ts_us": ms * 1000, "ts_ns": ms * 1_000_000,
                 "table": s.table, "server_id": s.server_id, "gtid": s.gtid, "file": s.file, "pos": s.pos,
                 "row": s.row, "thread": s.thread, "query": s.query}
@@ -281,15 +284,25 @@ class MySqlSource:
     def batches(self) -> Iterator[Batch]:
         """Records cut into batches at transaction ends; inside a transaction larger than
         max.batch.size also after any row, with the offset of that row (event/row skip counts),
-        so memory stays bounded and a restart resumes exactly there."""
+        so memory stays bounded and a restart resumes exactly there.
+
+        A batch cut for size or time while the next binlog event is already buffered carries
+        `extra["more"] = True` (the engine may write it while this decodes the next one, and
+        merge such batches into one sink commit); once nothing is buffered any more at a
+        transaction boundary, a batch without `more` follows (empty if need be), so an idle
+        stream never leaves a batch held by the engine (the engine merges `extra` into a held
+        batch, so every batch says `more` explicitly)."""
         assert self._stream is not None and self._translator is not None
-        tr = self._translator
+        tr, stream = self._translator, self._stream
+        feed, row, tx_end = tr.feed, self._row, self._tx_end
+        tx_meta, max_batch, poll_s = self.tx_meta, self.max_batch, self.poll_s
         pending: list[Record] = []
         last_cut = time.monotonic()
         offset = dict(self._start)
         start_key = offset_key(self._start)
         next_hb = time.monotonic() + self.heartbeat_s if self.heartbeat_s else None
         n_tx = 0
+        more = False  # the last batch was cut with more events buffered
         if self.until_caught_up:  # the server's position now is where bounded mode stops
             cur = self._conn.cursor()
             tfile, tpos, _ = current_position(cur)
@@ -298,47 +311,56 @@ class MySqlSource:
         if self._fresh:
             yield Batch([], offset)  # remember where streaming starts, even if nothing changes
         try:
-            for ev in self._stream.events():
-                for item in tr.feed(ev):
-                    if isinstance(item, RowChange):
-                        offset = item.offset
-                        if item.pos <= start_key:
-                            self._row([], item)  # emitted before the restart: only count it
+            for ev in stream.events():
+                for item in feed(ev):
+                    t = type(item)
+                    if t is RowChange:
+                        offset = item.offset  # type: ignore[union-attr]
+                        if item.pos <= start_key:  # type: ignore[union-attr]
+                            if tx_meta:
+                                row([], item)  # emitted before the restart: only count it
                             continue
-                        self._row(pending, item)
-                        if len(pending) >= self.max_batch:
-                            yield Batch(pending, offset, extra={"transactions": n_tx})
+                        row(pending, item)
+                        if len(pending) >= max_batch:
+                            more = stream.buffered()
+                            yield Batch(pending, offset, extra={"transactions": n_tx, "more": more})
                             pending, last_cut, n_tx = [], time.monotonic(), 0
-                    elif isinstance(item, TxEnd):
+                    elif t is TxEnd:
                         offset = item.offset
                         n_tx += 1
-                        self._tx_end(pending, item)
-                    elif isinstance(item, SchemaChange):
-                        if pending:
-                            yield Batch(pending, offset, extra={"transactions": n_tx})
-                            pending, n_tx = [], 0
-                        self._schema_change(pending, item)
+                        if tx_meta:
+                            tx_end(pending, item)  # type: ignore[arg-type]
+                    elif t is SchemaChange:
+                        if pending or more:
+                            yield Batch(pending, offset, extra={"transactions": n_tx, "more": False})
+                            pending, n_tx, more = [], 0, False
+                        self._schema_change(pending, item)  # type: ignore[arg-type]
                         offset = item.offset
                         yield Batch(pending, offset)
                         pending, last_cut = [], time.monotonic()
-                    elif isinstance(item, Truncate):
+                    elif t is Truncate:
                         offset = item.offset
                         if item.pos > start_key:
-                            self._truncate(pending, item)
-                in_tx = tr._tx is not None
-                if not in_tx:
-                    if ev.kind == "heartbeat" or ev.kind == "rotate":
+                            self._truncate(pending, item)  # type: ignore[arg-type]
+                if tr._tx is None:
+                    kind = ev.kind
+                    if kind == "heartbeat" or kind == "rotate":
                         offset = tr.offset()
                     now = time.monotonic()
-                    if pending and (len(pending) >= self.max_batch or now - last_cut >= self.poll_s
-                                    or ev.kind == "heartbeat"):
-                        yield Batch(pending, offset, extra={"transactions": n_tx})
+                    if pending and (len(pending) >= max_batch or now - last_cut >= poll_s or kind == "heartbeat"):
+                        more = kind != "heartbeat" and stream.buffered()
+                        yield Batch(pending, offset, extra={"transactions": n_tx, "more": more})
+                        pending, last_cut, n_tx = [], now, 0
+                    elif more and not stream.buffered():
+                        # Caught up after a batch cut with more waiting: the engine commits now.
+                        more = False
+                        yield Batch(pending, offset, extra={"transactions": n_tx, "more": False})
                         pending, last_cut, n_tx = [], now, 0
                     if next_hb is not None and now >= next_hb:
                         next_hb = now + self.heartbeat_s
-                        if pending:
-                            yield Batch(pending, offset, extra={"transactions": n_tx})
-                            pending, last_cut, n_tx = [], now, 0
+                        if pending or more:
+                            yield Batch(pending, offset, extra={"transactions": n_tx, "more": False})
+                            pending, last_cut, n_tx, more = [], now, 0, False
                         yield self._heartbeat(tr.offset())
                     if self._target is not None and (file_index(tr.file), tr._next_pos) >= self._target:
                         break
@@ -349,8 +371,8 @@ class MySqlSource:
                                         "schema.history.internal.skip.unparseable.ddl=true") from None
         if tr._tx is None:
             offset = tr.offset()
-        if pending or offset != self._start:
-            yield Batch(pending, offset, extra={"transactions": n_tx})
+        if pending or more or offset != self._start:
+            yield Batch(pending, offset, extra={"transactions": n_tx, "more": False})
 
     def _heartbeat(self, off: dict[str, Any]) -> Batch:
         if self.heartbeat_query:
@@ -392,24 +414,42 @@ class MySqlSource:
 
     def _row(self, out: list[Record], rc: RowChange) -> None:
         ts = self._table_schema(rc.db, rc.table, rc.table_model)
-        src = self._source(rc.source)
-        coll, off, pos = ts.collection, rc.offset, rc.pos
-        if rc.op == "u" and ts.key_names:
+        op, off, pos = rc.op, rc.offset, rc.pos
+        if op == "u" and ts.key_names:
             old_key, new_key = ts.key(rc.before), ts.key(rc.after)  # type: ignore[arg-type]
             if old_key != new_key:
+                coll = ts.collection
                 env.key_change(out, ts, old_key, new_key, ts.row(rc.before), ts.row(rc.after),  # type: ignore[arg-type]
-                               src, lambda: self._block(out, rc, coll), skipped=self.skipped,
+                               self._source(rc.source), lambda: self._block(out, rc, coll), skipped=self.skipped,
                                tombstones=self.tombstones, offset=off, pos=(pos, pos, pos))
                 return
-        if rc.op in self.skipped:
+        if op in self.skipped:
             return
-        before = ts.row(rc.before) if rc.before is not None else None
-        after = ts.row(rc.after) if rc.after is not None else None
-        key = ts.key(rc.after if rc.after is not None else rc.before)  # type: ignore[arg-type]
-        value = env.change_value(before, after, src, rc.op, self._block(out, rc, coll))
-        out.append(Record(ts.topic, key, value, ts.key_schema, ts.envelope_schema, (), coll, off, pos))
-        if rc.op == "d" and self.tombstones:
-            out.append(Record(ts.topic, key, None, ts.key_schema, ts.envelope_schema, (), coll, off, pos))
+        before, after = rc.before, rc.after
+        if after is not None:
+            key = ts.key(after)
+            after = ts.row(after)
+            if before is not None:
+                before = ts.row(before)
+        else:
+            key = ts.key(before)  # type: ignore[arg-type]
+            before = ts.row(before)  # type: ignore[arg-type]
+        # Values are converted before the transaction counters move; without transaction
+        # metadata nothing reads those counters.
+        block = self._block(out, rc, ts.collection) if self.tx_meta else None
+        s = rc.source
+        ms = s.ts_ms
+        ns = time_ns()
+        # _source and env.change_value inlined: this runs once per row event.
+        value = {"before": before, "after": after,
+                 "source": {"version": VERSION, "connector": self.connector, "name": self._prefix, "ts_ms": ms,
+                            "snapshot": "false", "db": s.db, "sequence": None, "ts_us": ms * 1000,
+                            "ts_ns": ms * 1_000_000, "table": s.table, "server_id": s.server_id, "gtid": s.gtid,
+                            "file": s.file, "pos": s.pos, "row": s.row, "thread": s.thread, "query": s.query},
+                 "transaction": block, "op": op, "ts_ms": ns // 1_000_000, "ts_us": ns // 1000, "ts_ns": ns}
+        out.append(Record(ts.topic, key, value, ts.key_schema, ts.envelope_schema, (), ts.collection, off, pos))
+        if op == "d" and self.tombstones:
+            out.append(Record(ts.topic, key, None, ts.key_schema, ts.envelope_schema, (), ts.collection, off, pos))
 
     def _row_unless_unchanged(self, out: list[Record], rc: RowChange) -> None:
         """skip.messages.without.change: an update whose captured columns (after masks and
