@@ -193,8 +193,9 @@ class GtidTracker:
     def add(self, gtid: str) -> None:
         self._text = None
         if _MARIADB_GTID(gtid):
-            d, s, n = (int(x) for x in gtid.split("-"))
-            self._mariadb[d] = (d, s, n)
+            dom, server, seq = gtid.split("-")
+            d = int(dom)
+            self._mariadb[d] = (d, int(server), int(seq))
             if self._mysql:
                 self._mysql = {}
             return

@@ -204,7 +204,7 @@ def _timestamp2(fsp: int) -> Decoder:
         us = _frac(buf, off + 4, fsp)
         if not sec and not us:
             return ZERO, off + size
-        return _EPOCH + dt.timedelta(seconds=sec, microseconds=us), off + size
+        return _EPOCH + dt.timedelta(0, sec, us), off + size
     return dec
 
 
@@ -378,6 +378,13 @@ def _inline(i: int, ftype: int, meta: int, unsigned: bool, env: dict[str, Any]) 
         return ["n = buf[off] + off + 1", f"{v} = buf[off + 1:n]", "off = n"]
     if nlen == 2:
         return ["n = (buf[off] | buf[off + 1] << 8) + off + 2", f"{v} = buf[off + 2:n]", "off = n"]
+    if ftype == T_TIMESTAMP2:
+        nfrac = _fsp_bytes(meta)
+        us = f"frm(buf[off + 4:off + {4 + nfrac}], 'big')" if nfrac else "0"
+        if nfrac in (1, 2):
+            us += f" * {10_000 if nfrac == 1 else 100}"
+        return ["sec = frm(buf[off:off + 4], 'big')", f"us = {us}",
+                f"{v} = EPOCH + TD(0, sec, us) if sec or us else ZERO", f"off += {4 + nfrac}"]
     if ftype == T_NEWDECIMAL:
         scale = meta & 0xFF
         size, env[f"r{i}"] = jsonbinary.decimal_reader(meta >> 8, scale)
@@ -392,7 +399,8 @@ def _full_reader(types: bytes, metas: tuple[int, ...], unsigned: list[bool]) -> 
     NULL) is several times faster than a loop over per-column decoder calls."""
     n = len(types)
     nb = (n + 7) // 8
-    env: dict[str, Any] = {"BinlogDecimal": BinlogDecimal, "frm": int.from_bytes}
+    env: dict[str, Any] = {"BinlogDecimal": BinlogDecimal, "frm": int.from_bytes, "EPOCH": _EPOCH,
+                           "TD": dt.timedelta, "ZERO": ZERO}
     cols = [_inline(i, t, m, u, env) for i, (t, m, u) in enumerate(zip(types, metas, unsigned, strict=True))]
     lines = ["def read(buf, off):",
              "    nulls = buf[off]" if nb == 1 else f"    nulls = frm(buf[off:off + {nb}], 'little')",
@@ -747,8 +755,8 @@ class BinlogStream:
                 yield Event("xid", ts, server_id, file, pos, next_pos)
             elif etype == MARIA_GTID:
                 seq, domain, flags2 = _MARIA_GTID(data, b)
-                yield Event("gtid", ts, server_id, file, pos, next_pos, gtid=f"{domain}-{server_id}-{seq}",
-                            standalone=bool(flags2 & 1))
+                yield Event("gtid", ts, server_id, file, pos, next_pos, "", "", "", [], "", 0,
+                            f"{domain}-{server_id}-{seq}", bool(flags2 & 1))
             else:
                 body = data[b:be]
                 if etype == ROTATE:
