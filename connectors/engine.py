@@ -223,6 +223,8 @@ class Engine:
                 held.offset = b.offset
                 for k, v in b.extra.items():
                     held.extra[k] = held.extra.get(k, 0) + v if k in ("transactions", "filtered") else v
+                # The newest piece decides: a piece that does not say "more" means nothing is waiting.
+                held.extra["more"] = bool(b.extra.get("more"))
             if (not held.extra.get("more") or len(held.records) >= self.commit_max_events or self._stopping
                     or time.monotonic() - since >= 1.0):
                 yield held

@@ -153,3 +153,11 @@ def test_position_only_batches_reach_the_sinks() -> None:
     offs = MemOffsets(log)
     engine(src, LogSink(log), offs).run()
     assert ("durable", 1) in log and ("save", 1) in log
+
+
+def test_a_merged_batch_ends_when_a_piece_does_not_say_more() -> None:
+    log: list[tuple] = []
+    parts = [batch(1, [1], True), Batch([rec(2)], {"n": 2}), batch(3, [3], False)]
+    engine(ListSource(parts, log), LogSink(log), MemOffsets(log), commit_max_events=100).run()
+    # Piece 2 has no "more": the commit (pieces 1+2) is written before the source yields piece 3.
+    assert log.index(("durable", 2)) < log.index(("yield", 3))
