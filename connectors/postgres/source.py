@@ -339,10 +339,11 @@ class PostgresSource:
                 if next_hb is not None and now >= next_hb:
                     next_hb = now + self.heartbeat_s
                     yield self._heartbeat(offset())
-                if self._target is not None and not msgs:
+                if self._target is not None:
                     if flush_lsn >= self._target:
-                        return
-                    stream.request_status()
+                        return  # caught up: no need to wait out another poll interval first
+                    if not msgs:
+                        stream.request_status()
             elif next_hb is not None and now >= next_hb and tx is None:
                 next_hb = now + self.heartbeat_s
                 if pending:
