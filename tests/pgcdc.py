@@ -83,3 +83,27 @@ def peak_rss_kb(pid: int) -> int:
         if line.startswith("VmHWM:"):
             return int(line.split()[1])
     return 0
+
+
+def kill_inside_then_resume(cfg: Path, changelog: Path, log: Path, total: int, *, first: int = 10_000,
+                            max_rss_kb: int = 600_000) -> None:
+    """Run the connector on a pending `total`-row transaction, SIGKILL it once `first` rows are in
+    the Delta change log, check it was killed inside the transaction with bounded memory, then
+    run it again until caught up. The caller checks the change log's rows."""
+    import signal
+
+    from connectors.embedded.util import wait_until
+
+    proc = popen_cli("run", "--config", str(cfg), log=log)
+    try:
+        wait_until(lambda: changelog_count(changelog) >= first, timeout=180, what="part of the transaction delivered")
+        peak_kb = peak_rss_kb(proc.pid)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    at_kill = changelog_count(changelog)
+    assert 0 < at_kill < total, at_kill  # killed inside the transaction
+    assert peak_kb < max_rss_kb, f"peak RSS {peak_kb} kB: the transaction is not streamed in bounded memory"
+    run_cli("run", "--config", str(cfg), "--until-caught-up", timeout=600)

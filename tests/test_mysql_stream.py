@@ -9,7 +9,16 @@ from typing import Any
 
 import pytest
 from harness import free_port, wait_until
-from mycdc import delta_rows, payload, popen_cli, read_jsonl, run_cli, write_config
+from mycdc import write_config
+from pgcdc import (
+    changelog_count,
+    delta_rows,
+    kill_inside_then_resume,
+    payload,
+    popen_cli,
+    read_jsonl,
+    run_cli,
+)
 
 TABLES = [
     "CREATE TABLE customers (id INT AUTO_INCREMENT PRIMARY KEY, name VARCHAR(50) NOT NULL, email VARCHAR(50), "
@@ -238,17 +247,6 @@ def _workload(server: Any, dbname: str, first: int, last: int, stop: threading.E
     conn.close()
 
 
-def _peak_rss_kb(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    return 0
-
-
-def _count(changelog: Path) -> int:
-    return len(delta_rows(changelog, ["op"])) if changelog.exists() else 0
-
-
 @pytest.mark.slow
 def test_sigkill_during_workload_loses_nothing(mariadb: Any, mariadb_database: str, db: Any, kafka: Any,
                                               tmp_path: Path, unique_name: Any) -> None:
@@ -269,9 +267,9 @@ def test_sigkill_during_workload_loses_nothing(mariadb: Any, mariadb_database: s
                                   args=(mariadb, mariadb_database, r * n // rounds, (r + 1) * n // rounds, stop))
         proc = popen_cli("run", "--config", str(cfg), log=tmp_path / "run.log")
         try:
-            start = _count(changelog)
+            start = changelog_count(changelog)
             writer.start()
-            wait_until(lambda s=start: _count(changelog) > s + 50, timeout=90, what="progress before the kill")
+            wait_until(lambda s=start: changelog_count(changelog) > s + 50, timeout=90, what="progress before the kill")
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=30)
             kills += 1
@@ -308,19 +306,7 @@ def test_sigkill_inside_100k_row_transaction(mariadb: Any, mariadb_database: str
     sql(db, f"INSERT INTO big SELECT seq, CONCAT('row-', seq) FROM seq_1_to_{total}")
     db.commit()
     changelog = tmp_path / "warehouse" / name / "changelog"
-    proc = popen_cli("run", "--config", str(cfg), log=tmp_path / "run.log")
-    try:
-        wait_until(lambda: _count(changelog) >= 10_000, timeout=180, what="part of the transaction delivered")
-        peak_kb = _peak_rss_kb(proc.pid)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    at_kill = _count(changelog)
-    assert 0 < at_kill < total, at_kill  # killed inside the transaction
-    assert peak_kb < 600_000, f"peak RSS {peak_kb} kB: the transaction is not streamed in bounded memory"
-    run_cli("run", "--config", str(cfg), "--until-caught-up", timeout=600)
+    kill_inside_then_resume(cfg, changelog, tmp_path / "run.log", total)
     rows = delta_rows(changelog, ["op", "key"])
     ids = [int(r["key"].split(":")[1].rstrip("}")) for r in rows]
     assert len(ids) == total and set(ids) == set(range(1, total + 1)), (len(ids), len(set(ids)))

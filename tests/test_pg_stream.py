@@ -15,8 +15,8 @@ from harness import wait_until
 from pgcdc import (
     changelog_count,
     delta_rows,
+    kill_inside_then_resume,
     payload,
-    peak_rss_kb,
     popen_cli,
     read_jsonl,
     run_cli,
@@ -441,19 +441,7 @@ def test_sigkill_inside_100k_row_transaction(pg: Any, pg_database: str, db: Any,
     run_cli("run", "--config", str(cfg), "--until-caught-up")
     db.cursor().execute(f"INSERT INTO big SELECT g, 'row-' || g FROM generate_series(1, {total}) g")
     changelog = tmp_path / "warehouse" / slot / "changelog"
-    proc = popen_cli("run", "--config", str(cfg), log=tmp_path / "run.log")
-    try:
-        wait_until(lambda: changelog_count(changelog) >= 10_000, timeout=180, what="part of the transaction delivered")
-        peak_kb = peak_rss_kb(proc.pid)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    at_kill = changelog_count(changelog)
-    assert 0 < at_kill < total, at_kill  # killed inside the transaction
-    assert peak_kb < 600_000, f"peak RSS {peak_kb} kB: the transaction is not streamed in bounded memory"
-    run_cli("run", "--config", str(cfg), "--until-caught-up", timeout=600)
+    kill_inside_then_resume(cfg, changelog, tmp_path / "run.log", total)
     ids = [orjson.loads(r["key"])["id"] for r in delta_rows(changelog, ["key"])]
     assert len(ids) == total and set(ids) == set(range(1, total + 1)), (len(ids), len(set(ids)))
     got = kafka.read_all(f"{slot}.public.big", min_count=total, timeout=120)
