@@ -231,13 +231,19 @@ def offsets_reset(config: Path = ConfigOpt,
 @_guarded
 def demo(workdir: Path = typer.Option(Path("./demo-run"), "--workdir", help="Where servers and Delta tables go"),
          rows: int = typer.Option(200, "--rows", help="Workload size (changes)"),
+         source: list[str] = typer.Option(["postgres", "mariadb"], "--source",
+                                          help="Which private servers to run (repeatable): postgres, mariadb"),
          log_level: str = typer.Option("WARNING", "--log-level")) -> None:
-    """Embedded default: private CDC-ready PostgreSQL, sample database, connector + workload, result."""
-    from connectors.demo import run_demo
+    """Embedded default: private CDC-ready PostgreSQL and MariaDB, sample database, connector +
+    workload, result."""
+    from connectors.demo import SOURCES, run_demo
 
     _setup_logging(log_level)
     try:
-        run_demo(workdir.resolve(), rows)
+        bad = [s for s in source if s not in SOURCES]
+        if bad:
+            raise TerminalError(f"demo: unknown --source {', '.join(bad)}", f"choose from {', '.join(SOURCES)}")
+        run_demo(workdir.resolve(), rows, tuple(dict.fromkeys(source)))
     except Exception as e:
         _fail(e)
 

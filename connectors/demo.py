@@ -1,16 +1,21 @@
 """`tidemark demo`: the embedded default end to end.
 
-Starts a private CDC-ready PostgreSQL in the work directory, creates a small shop database
-(customers/orders/products), runs the connector (Delta + jsonl sinks on the local disk) while a
-workload changes rows, then shows what landed: counts per table and operation, and a few events.
+For each source (PostgreSQL and MariaDB by default) it starts a private CDC-ready server in the
+work directory, creates a small shop database (customers/orders/products), runs the connector
+(Delta + jsonl sinks on the local disk) while a workload changes rows, lets a bounded run catch up
+with the server's log position, then shows what landed: counts per table and operation, and a
+few events.
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
 import shutil
 import threading
 import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,22 +24,51 @@ from rich.table import Table
 
 from connectors.api import TerminalError
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS products (id serial PRIMARY KEY, name text NOT NULL,
-    price numeric(10,2) NOT NULL, tags text[], created_at timestamptz NOT NULL DEFAULT now());
-CREATE TABLE IF NOT EXISTS customers (id serial PRIMARY KEY, first_name varchar(64) NOT NULL,
-    last_name varchar(64) NOT NULL, email varchar(255) NOT NULL UNIQUE, vip boolean NOT NULL DEFAULT false);
-CREATE TABLE IF NOT EXISTS orders (id bigserial PRIMARY KEY, customer_id int NOT NULL REFERENCES customers(id),
-    product_id int NOT NULL REFERENCES products(id), quantity int NOT NULL, ordered_on date NOT NULL,
-    status text NOT NULL DEFAULT 'new');
-"""
+PG_SCHEMA = [
+    """CREATE TABLE products (id serial PRIMARY KEY, name text NOT NULL, price numeric(10,2) NOT NULL,
+       tags text[], created_at timestamptz NOT NULL DEFAULT now())""",
+    """CREATE TABLE customers (id serial PRIMARY KEY, first_name varchar(64) NOT NULL,
+       last_name varchar(64) NOT NULL, email varchar(255) NOT NULL UNIQUE, vip boolean NOT NULL DEFAULT false)""",
+    """CREATE TABLE orders (id bigserial PRIMARY KEY, customer_id int NOT NULL REFERENCES customers(id),
+       product_id int NOT NULL REFERENCES products(id), quantity int NOT NULL, ordered_on date NOT NULL,
+       status text NOT NULL DEFAULT 'new')""",
+]
+MARIADB_SCHEMA = [
+    """CREATE TABLE products (id int AUTO_INCREMENT PRIMARY KEY, name varchar(255) NOT NULL,
+       price decimal(10,2) NOT NULL, tags json, created_at timestamp(6) NOT NULL DEFAULT current_timestamp(6))""",
+    """CREATE TABLE customers (id int AUTO_INCREMENT PRIMARY KEY, first_name varchar(64) NOT NULL,
+       last_name varchar(64) NOT NULL, email varchar(255) NOT NULL UNIQUE, vip boolean NOT NULL DEFAULT false)""",
+    """CREATE TABLE orders (id bigint AUTO_INCREMENT PRIMARY KEY, customer_id int NOT NULL,
+       product_id int NOT NULL, quantity int NOT NULL, ordered_on date NOT NULL,
+       status varchar(16) NOT NULL DEFAULT 'new',
+       FOREIGN KEY (customer_id) REFERENCES customers(id), FOREIGN KEY (product_id) REFERENCES products(id))""",
+]
 
 
-def workload(conn: Any, n: int, rnd: random.Random) -> None:
+@dataclass(frozen=True)
+class Dialect:
+    """The workload's statements that differ between the two servers (MySQL cannot select from
+    the table an UPDATE/DELETE changes; PostgreSQL has no UPDATE ... LIMIT)."""
+
+    tags: Callable[[list[str]], Any]
+    ship_oldest: str
+    delete_newest: str
+
+
+PG = Dialect(tags=lambda t: t,
+             ship_oldest="UPDATE orders SET status = 'shipped' WHERE id = "
+                         "(SELECT min(id) FROM orders WHERE status = 'new')",
+             delete_newest="DELETE FROM orders WHERE id = (SELECT max(id) FROM orders)")
+MARIADB = Dialect(tags=lambda t: "[" + ",".join(f'"{x}"' for x in t) + "]",
+                  ship_oldest="UPDATE orders SET status = 'shipped' WHERE status = 'new' ORDER BY id LIMIT 1",
+                  delete_newest="DELETE FROM orders ORDER BY id DESC LIMIT 1")
+
+
+def workload(conn: Any, n: int, rnd: random.Random, dialect: Dialect = PG) -> None:
     cur = conn.cursor()
     for i in range(max(3, n // 20)):
         cur.execute("INSERT INTO products (name, price, tags) VALUES (%s, %s, %s)",
-                    (f"product-{i}", round(rnd.uniform(1, 500), 2), ["demo", f"cat{i % 3}"]))
+                    (f"product-{i}", round(rnd.uniform(1, 500), 2), dialect.tags(["demo", f"cat{i % 3}"])))
     for i in range(max(5, n // 10)):
         cur.execute("INSERT INTO customers (first_name, last_name, email) VALUES (%s, %s, %s)",
                     (f"First{i}", f"Last{i}", f"user{i}.{rnd.randrange(1 << 30)}@example.com"))
@@ -49,91 +83,137 @@ def workload(conn: Any, n: int, rnd: random.Random) -> None:
                         "VALUES (%s, %s, %s, current_date)", (rnd.choice(customers), rnd.choice(products),
                                                                rnd.randint(1, 9)))
         elif r < 0.85:
-            cur.execute("UPDATE orders SET status = 'shipped' WHERE id = (SELECT min(id) FROM orders "
-                        "WHERE status = 'new')")
+            cur.execute(dialect.ship_oldest)
         elif r < 0.95:
             cur.execute("UPDATE customers SET vip = NOT vip WHERE id = %s", (rnd.choice(customers),))
         else:
-            cur.execute("DELETE FROM orders WHERE id = (SELECT max(id) FROM orders)")
+            cur.execute(dialect.delete_newest)
+    cur.close()
 
 
-def run_demo(workdir: Path, rows: int) -> None:
-    from connectors.cli import build_engine
-    from connectors.config import from_mapping
-    from connectors.embedded.postgres import start_pg
-    from connectors.engine import close_all
+SOURCES = ("postgres", "mariadb")
 
+
+def run_demo(workdir: Path, rows: int, sources: tuple[str, ...] = SOURCES) -> None:
     console = Console()
     _prepare(workdir)
     console.print(f"[bold]Tidemark demo[/] in {workdir}")
     (workdir / "servers").mkdir(exist_ok=True)
-    pg = start_pg(workdir / "servers")
+    for name in sources:
+        with _server(name, workdir / "servers") as (props, conn_factory, dialect, label):
+            console.print(f"\n[bold]{label}[/]")
+            jsonl = workdir / f"{name}.jsonl"
+            prefix = f"shop_{name}"
+            props = {f"debezium.source.{k}": v for k, v in props.items()}
+            props.update({
+                "debezium.source.topic.prefix": prefix,
+                "debezium.source.snapshot.mode": "no_data",
+                "debezium.sink.type": "delta,jsonl",
+                "debezium.sink.jsonl.path": str(jsonl),
+                "tidemark.warehouse": str(workdir / "warehouse"),
+            })
+            _stream_with_workload(console, props, conn_factory, dialect, rows)
+            _show(console, workdir / "warehouse" / prefix / "changelog", jsonl)
+
+
+@contextlib.contextmanager
+def _server(name: str, base: Path) -> Iterator[tuple[dict[str, str], Callable[[], Any], Dialect, str]]:
+    """A private server with the empty shop schema, its connector properties, a connection
+    factory for the workload, the workload dialect and a label; destroyed on exit."""
+    if name == "postgres":
+        from connectors.embedded.postgres import start_pg
+
+        pg = start_pg(base)
+        try:
+            for stmt in PG_SCHEMA:
+                pg.execute(stmt)
+            props = dict(pg.props(), **{"connector.class": "postgres", "slot.name": "tidemark_demo",
+                                        "publication.name": "tidemark_demo"})
+            yield props, pg.connect, PG, f"private PostgreSQL (wal_level=logical) on 127.0.0.1:{pg.port}"
+        finally:
+            pg.destroy()
+    elif name == "mariadb":
+        from connectors.embedded.mariadb import start_mariadb
+
+        db = start_mariadb(base)
+        try:
+            db.create_database("shop")
+            for stmt in MARIADB_SCHEMA:
+                db.execute(stmt, database="shop")
+            props = dict(db.props(), **{"connector.class": "mariadb", "database.server.id": "5701",
+                                        "database.include.list": "shop"})
+            yield (props, lambda: db.connect(database="shop"), MARIADB,
+                   f"private MariaDB (binlog ROW, GTIDs) on 127.0.0.1:{db.port}")
+        finally:
+            db.destroy()
+    else:
+        raise TerminalError(f"demo: unknown source {name!r}", f"choose from {', '.join(SOURCES)}")
+
+
+def _stream_with_workload(console: Console, props: dict[str, str], connect: Callable[[], Any],
+                          dialect: Dialect, rows: int) -> None:
+    """Stream while the workload runs, stop, then a bounded run (`--until-caught-up`) takes the
+    rest up to the server's log position: the same two modes a scheduler uses."""
+    from connectors.cli import build_engine
+    from connectors.config import from_mapping
+    from connectors.engine import close_all
+
+    cfg = from_mapping(props)
+    engine = build_engine(cfg)
+    errors: list[BaseException] = []
+
+    def stream() -> None:
+        try:
+            engine.run()
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    t = threading.Thread(target=stream, name="tidemark-engine", daemon=True)
+    t.start()
     try:
-        console.print(f"private PostgreSQL (wal_level=logical) on 127.0.0.1:{pg.port}")
-        pg.execute(SCHEMA)
-        warehouse = workdir / "warehouse"
-        jsonl = workdir / "events.jsonl"
-        props = {f"debezium.source.{k}": v for k, v in pg.props().items()}
-        props.update({
-            "debezium.source.connector.class": "postgres",
-            "debezium.source.topic.prefix": "shop",
-            "debezium.source.slot.name": "tidemark_demo",
-            "debezium.source.publication.name": "tidemark_demo",
-            "debezium.source.snapshot.mode": "no_data",
-            "debezium.sink.type": "delta,jsonl",
-            "debezium.sink.jsonl.path": str(jsonl),
-            "tidemark.warehouse": str(warehouse),
-        })
-        cfg = from_mapping(props)
-        engine = build_engine(cfg)
-        errors: list[BaseException] = []
-
-        def stream() -> None:
-            try:
-                engine.run()
-            except BaseException as e:  # reported below
-                errors.append(e)
-
-        t = threading.Thread(target=stream, name="tidemark-engine", daemon=True)
-        t.start()
-        _wait(lambda: engine.stats.batches > 0 or errors or _slot_exists(pg, "tidemark_demo"), 60, "slot creation")
+        # once the source is open (slot created / binlog position taken) every change is captured
+        _wait(lambda: engine.stats.connections > 0 or errors or not t.is_alive(), 60, "the connector to start")
         if errors:
             raise errors[0]
-        conn = pg.connect()
         console.print(f"running a workload of {rows} changes while the connector streams ...")
-        workload(conn, rows, random.Random(42))
-        target = int(pg.scalar("SELECT pg_current_wal_lsn() - '0/0'"))
-        _wait(lambda: errors or (engine.stats.last_offset or {}).get("lsn_flush", 0) >= target, 120,
-              "the connector to catch up")
+        conn = connect()
+        try:
+            workload(conn, rows, random.Random(42), dialect)
+        finally:
+            conn.close()
+    finally:
         engine.stop()
         t.join(60)
         close_all(engine.sinks)
-        if errors:
-            raise errors[0]
-        _show(console, warehouse / "shop" / "changelog", jsonl)
+    if errors:
+        raise errors[0]
+    streamed = engine.stats.records
+    bounded = build_engine(cfg, until_caught_up=True)
+    try:
+        bounded.run()
     finally:
-        pg.destroy()
+        close_all(bounded.sinks)
+    console.print(f"{streamed} records while streaming, {bounded.stats.records} more in the bounded "
+                  "catch-up run")
 
 
 MARKER = ".tidemark-demo"
 
 
 def _prepare(workdir: Path) -> None:
-    """Each run starts a new PostgreSQL, so the previous run's offsets and change log would
-    point at a server that is gone: clear what an earlier demo left in its own work directory,
-    and refuse a directory the demo did not create rather than delete anything in it."""
-    warehouse, jsonl = workdir / "warehouse", workdir / "events.jsonl"
-    if (warehouse.exists() or jsonl.exists()) and not (workdir / MARKER).exists():
-        raise TerminalError(f"demo: {workdir} already holds a warehouse or events.jsonl the demo did not write",
+    """Each run starts new servers, so the previous run's offsets and change logs would point
+    at servers that are gone: clear what an earlier demo left in its own work directory, and
+    refuse a directory the demo did not create rather than delete anything in it."""
+    warehouse = workdir / "warehouse"
+    outputs = [workdir / f"{name}.jsonl" for name in SOURCES]
+    if (warehouse.exists() or any(p.exists() for p in outputs)) and not (workdir / MARKER).exists():
+        raise TerminalError(f"demo: {workdir} already holds a warehouse or jsonl output the demo did not write",
                             "choose another --workdir (the demo clears its own results on every run)")
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / MARKER).write_text("written by `tidemark demo`: results here are replaced on every run\n")
     shutil.rmtree(warehouse, ignore_errors=True)
-    jsonl.unlink(missing_ok=True)
-
-
-def _slot_exists(pg: Any, slot: str) -> bool:
-    return bool(pg.scalar("SELECT count(*) FROM pg_replication_slots WHERE slot_name = %s", (slot,)))
+    for p in outputs:
+        p.unlink(missing_ok=True)
 
 
 def _wait(cond: Any, timeout: float, what: str) -> None:

@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 class RunStats:
     batches: int = 0
     records: int = 0
+    connections: int = 0  # successful source opens (1 + reconnects): >0 means changes are being captured
     started: float = field(default_factory=time.monotonic)
     last_offset: dict[str, Any] | None = None
 
@@ -148,6 +149,7 @@ class Engine:
         pool = ThreadPoolExecutor(1, thread_name_prefix="tidemark-sinks")
         try:
             source.open(start)
+            self.stats.connections += 1
             self.metrics.connected.set(1)
             if self._stopping:
                 source.stop()

@@ -220,23 +220,28 @@ def test_jsonl_to_stdout_is_pure_json_lines(pg: Any, pg_database: str, db: Any, 
 
 
 # --------------------------------------------------------------------------- the embedded demo
-_ROW = re.compile(r"^[│|] (public\.\w+)\s+[│|] (\w+)\s+[│|] (\d+)\s+[│|]$", re.MULTILINE)
+_ROW = re.compile(r"^[│|] ((?:public|shop)\.\w+)\s+[│|] (\w+)\s+[│|] (\d+)\s+[│|]$", re.MULTILINE)
 
 
 def test_demo_is_bounded_and_reports_counts(tmp_path: Path) -> None:
+    """The README's first command: both private servers, the workload, what landed; twice in
+    the same directory (a second run starts afresh)."""
     workdir = tmp_path / "demo"
-    for _ in range(2):  # a second run in the same directory starts afresh
+    for _ in range(2):
         proc = cli("demo", "--workdir", str(workdir), "--rows", "40", timeout=300, COLUMNS="250")
         assert proc.returncode == 0, proc.stdout + proc.stderr
-        counts = {(t, op): int(n) for t, op, n in _ROW.findall(proc.stdout)}
-        assert {t for t, _ in counts} == {"public.customers", "public.orders", "public.products"}, proc.stdout
-        for table in ("public.customers", "public.orders", "public.products"):
-            assert counts[(table, "c")] > 0
-        assert counts[("public.products", "c")] == 3 and counts[("public.customers", "c")] == 5
-        jsonl = read_jsonl(workdir / "events.jsonl")
-        # the table counts every record of the Delta change log, tombstones included: as many as
-        # the jsonl sink wrote, and the ops agree
-        assert sum(counts.values()) == len(jsonl)
-        assert counts.get(("public.orders", "tombstone"), 0) == sum(1 for r in jsonl if r["value"] is None)
-        assert f"{len(jsonl)} Kafka-format records in {workdir / 'events.jsonl'}" in proc.stdout
-    assert not list((workdir / "servers").glob("*/data")), "the demo's PostgreSQL was not removed"
+        rows = _ROW.findall(proc.stdout)
+        for source, schema in (("postgres", "public"), ("mariadb", "shop")):
+            counts = {(t, op): int(n) for t, op, n in rows if t.startswith(schema + ".")}
+            tables = [f"{schema}.customers", f"{schema}.orders", f"{schema}.products"]
+            assert {t for t, _ in counts} == set(tables), proc.stdout
+            assert counts[(tables[2], "c")] == 3 and counts[(tables[0], "c")] == 5
+            assert counts[(tables[1], "c")] > 0 and counts[(tables[1], "u")] > 0
+            jsonl = read_jsonl(workdir / f"{source}.jsonl")
+            # the table counts every record of the Delta change log, tombstones included: as many
+            # as the jsonl sink wrote, and the ops agree
+            assert sum(counts.values()) == len(jsonl)
+            assert counts.get((tables[1], "tombstone"), 0) == sum(1 for r in jsonl if r["value"] is None)
+            assert {r["topic"] for r in jsonl} == {f"shop_{source}.{t}" for t in tables}
+            assert f"{len(jsonl)} Kafka-format records in {workdir / f'{source}.jsonl'}" in proc.stdout
+    assert not list((workdir / "servers").glob("*/data")), "the demo's servers were not removed"
