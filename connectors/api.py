@@ -260,6 +260,15 @@ class Record:
     # Total-order position of the source change this record came from (source-defined tuple).
     # The engine uses it to skip records a sink already holds after a crash.
     pos: tuple[int, ...] | None = None
+    # A schema change record (MySQL `<topic.prefix>` topic): carries the context headers as
+    # data-change records do, though it has no collection.
+    schema_change: bool = False
+
+    @property
+    def has_context(self) -> bool:
+        """Gets the `__debezium.context.*` headers (Debezium 3.6 puts them on data-change and
+        schema-change records; not on transaction, message or heartbeat records)."""
+        return self.collection is not None or self.schema_change
 
 
 @dataclass(slots=True)

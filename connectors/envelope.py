@@ -57,10 +57,10 @@ MYSQL_SOURCE = struct("io.debezium.connector.mysql.Source", _COMMON_HEAD + [
     ("row", prim("int32")),
     ("thread", prim("int64", optional=True)),
     ("query", prim("string", optional=True)),
-])
+], version=1)
 
 MARIADB_SOURCE = struct("io.debezium.connector.mariadb.Source",
-                        [(f.name, f.schema) for f in MYSQL_SOURCE.fields])
+                        [(f.name, f.schema) for f in MYSQL_SOURCE.fields], version=1)
 
 TRANSACTION_BLOCK = struct("event.block", [
     ("id", prim("string")),
@@ -166,9 +166,9 @@ def _string_header(value: str) -> bytes:
 
 def context_headers(topic_prefix: str, connector: str, run_id: str | None = None) -> tuple[tuple[str, bytes], ...]:
     """`extended.headers.enabled` (Debezium's default): the four `__debezium.context.*` headers
-    Debezium 3.6 puts on every data-change record (changes, their tombstones, truncates; not on
-    transaction, message or heartbeat records), after any key-change header, in JSON-converter
-    form. `runId` is new for every connector start."""
+    Debezium 3.6 puts on every data-change record (changes, their tombstones, truncates) and
+    schema-change record (not on transaction or message records), after any key-change header,
+    in JSON-converter form. `runId` is new for every connector start."""
     values = (("connectorLogicalName", topic_prefix), ("taskId", "0"),
               ("connectorName", CONNECTOR_NAMES.get(connector, connector)), ("runId", run_id or uuid7()))
     return tuple((CONTEXT_HEADER_PREFIX + k, _string_header(v)) for k, v in values)

@@ -56,7 +56,7 @@ def null_value(schema: Schema) -> Any:
     return _ZERO.get(schema.type)
 
 
-_ZERO: dict[str, Any] = {"int8": 0, "int16": 0, "int32": 0, "int64": 0, "float32": 0.0, "float64": 0.0,
+_ZERO: dict[str, Any] = {"int8": 0, "int16": 0, "int32": 0, "int64": 0, "float": 0.0, "double": 0.0,
                          "boolean": False, "string": "", "bytes": "", "array": []}
 
 
@@ -201,10 +201,12 @@ def _mapper_parameters(mapper: tuple[Any, ...], length: int | None) -> dict[str,
 
 
 def _propagated(col: ColumnDef) -> tuple[str, dict[str, str]]:
-    """The default spelling (MySQL's): the declared type upper-cased, length/scale when known."""
+    """The default spelling (MySQL's): the declared type upper-cased, length/scale when known,
+    the column name."""
     params = {"__debezium.source.column.type": col.type_name.upper()}
     if col.length is not None:
         params["__debezium.source.column.length"] = str(col.length)
     if col.scale is not None:
         params["__debezium.source.column.scale"] = str(col.scale)
+    params["__debezium.source.column.name"] = col.name
     return col.type_name, params

@@ -260,7 +260,7 @@ def test_values_and_schemas_default_modes(mariadb: Any, mariadb_database: str, u
     assert r1["y"] == 2020 and r2["y"] == 1901
     assert r1["j"] == '{"a": [1, 2.5, "x"], "b": null}' and r2["j"] == "[]"
     assert r1["g"]["srid"] == 4326 and base64.b64decode(r1["g"]["wkb"])[:5] == b"\x01\x02\x00\x00\x00"
-    assert r1["p"]["x"] == 1.5 and r1["p"]["y"] == -2.25 and r1["p"]["srid"] == 0
+    assert r1["p"]["x"] == 1.5 and r1["p"]["y"] == -2.25 and r1["p"]["srid"] is None  # SRID 0 = unset: null, as Debezium
     assert r2["p"]["srid"] == 3857
     assert all(v is None for k, v in r3.items() if k != "id")
     # zero dates in nullable columns → null
@@ -270,7 +270,7 @@ def test_values_and_schemas_default_modes(mariadb: Any, mariadb_database: str, u
     assert schemas["tiu"] == {"type": "int16", "optional": True}
     assert schemas["siu"] == {"type": "int32", "optional": True}
     assert schemas["iu"] == {"type": "int64", "optional": True}
-    assert schemas["f"] == {"type": "float32", "optional": True}
+    assert schemas["f"] == {"type": "float", "optional": True}
     assert schemas["dec1"] == {"type": "bytes", "optional": True, "name": "org.apache.kafka.connect.data.Decimal",
                                "version": 1, "parameters": {"scale": "2", "connect.decimal.precision": "10"}}
     assert schemas["b10"]["name"] == "io.debezium.data.Bits" and schemas["b10"]["parameters"] == {"length": "10"}
@@ -294,11 +294,11 @@ def test_values_and_schemas_default_modes(mariadb: Any, mariadb_database: str, u
     assert schemas["mt"] == schemas["lt"] == {"type": "string", "optional": True}
     # REAL is FLOAT32 (JdbcValueConverters, Types.REAL) although MariaDB stores a double: narrowed as
     # Java's (float) does — 1.1 prints as 1.1, a value beyond float32 becomes -Infinity.
-    assert schemas["re"] == {"type": "float32", "optional": True} and r1["re"] == 1.1 and r2["re"] == "-Infinity"
+    assert schemas["re"] == {"type": "float", "optional": True} and r1["re"] == 1.1 and r2["re"] == "-Infinity"
     # FLOAT(p): FLOAT32 up to p=24, FLOAT64 above (BinlogValueConverters.schemaBuilder).
-    assert schemas["fp"] == {"type": "float64", "optional": True} and r1["fp"] == 2.5
+    assert schemas["fp"] == {"type": "double", "optional": True} and r1["fp"] == 2.5
     assert r2["fp"] == -1.7976931348623157e308
-    assert schemas["f10"] == {"type": "float32", "optional": True} and r1["f10"] == 1.1 and r2["f10"] == -3.4e38
+    assert schemas["f10"] == {"type": "float", "optional": True} and r1["f10"] == 1.1 and r2["f10"] == -3.4e38
     assert schemas["nu"] == {"type": "bytes", "optional": True, "name": "org.apache.kafka.connect.data.Decimal",
                              "version": 1, "parameters": {"scale": "3", "connect.decimal.precision": "8"}}
     assert r1["nu"] == _b64((12345678).to_bytes(4, "big", signed=True)) and r2["nu"] == _b64(b"\xff")
@@ -309,7 +309,7 @@ def test_values_and_schemas_default_modes(mariadb: Any, mariadb_database: str, u
     for col, expect in zip(GEO_COLUMNS, wkb, strict=True):
         assert schemas[col]["name"] == "io.debezium.data.geometry.Geometry", col
         assert [f["field"] for f in schemas[col]["fields"]] == ["wkb", "srid"], col
-        assert r1[col] == {"wkb": _b64(bytes(expect)), "srid": 0}, col
+        assert r1[col] == {"wkb": _b64(bytes(expect)), "srid": None}, col
         assert r2[col]["srid"] == 4326 and r2[col]["wkb"] == r1[col]["wkb"], col
         assert r4[col] is None, col
 
@@ -338,7 +338,7 @@ def test_decimal_bigint_time_modes(mariadb: Any, mariadb_database: str, unique_n
     assert schemas["da"]["name"] == "org.apache.kafka.connect.data.Date"
     opts = TypeOptions(decimal_mode="double", time_precision_mode="adaptive")
     rows, schemas = _converted(mariadb, mariadb_database, opts, unique_name)
-    assert rows[0]["dec1"] == 12.34 and schemas["dec1"] == {"type": "float64", "optional": True}
+    assert rows[0]["dec1"] == 12.34 and schemas["dec1"] == {"type": "double", "optional": True}
     assert schemas["t3"]["name"] == "io.debezium.time.Time" and rows[0]["t3"] == -3723450
     assert schemas["t6"]["name"] == "io.debezium.time.MicroTime"
 
@@ -359,7 +359,7 @@ def test_snapshot_ddl_forms_of_bool_and_real(mariadb: Any, mariadb_database: str
     assert table.column("bo").type_name == "TINYINT" and defs["bo"].schema.to_json() == {"type": "int16",
                                                                                           "optional": True}
     assert defs["bo"].convert(after["bo"]) == 1 and defs["bo"].convert(0) == 0
-    assert table.column("re").type_name == "DOUBLE" and defs["re"].schema.to_json()["type"] == "float64"
+    assert table.column("re").type_name == "DOUBLE" and defs["re"].schema.to_json()["type"] == "double"
     assert defs["re"].convert(after["re"]) == 1.1 and defs["fp"].convert(after["fp"]) == 2.5
 
 

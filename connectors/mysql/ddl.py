@@ -520,7 +520,7 @@ class DdlParser:
                 col.has_default = True
                 col.default, col.default_is_expr = _default_text(k.this)
             elif isinstance(k, exp.AutoIncrementColumnConstraint):
-                col.auto_increment = True
+                col.auto_increment = col.generated = True  # Debezium's DDL parser marks both
             elif isinstance(k, exp.PrimaryKeyColumnConstraint):
                 key = "primary"
             elif isinstance(k, exp.UniqueColumnConstraint) and key is None:

@@ -156,6 +156,10 @@ class Translator:
         self._pending_gtid: str | None = None
         self._pending_gtid_pos: int | None = None
         self._standalone = False
+        # Debezium's source.thread comes from BEGIN query events only and is never cleared, so a
+        # DDL or TRUNCATE (no BEGIN of its own) shows the last BEGIN's thread, null before any
+        # (always on MariaDB, which writes no BEGIN events in row format)
+        self._begin_thread: int | None = None
         self._next_pos = int(self.start.get("pos", 4)) if self.start else 4
         self._server_id = int(self.start.get("server_id", 0)) if self.start else 0
         self._ts = int(self.start.get("ts_sec", 0)) if self.start else 0
@@ -192,6 +196,7 @@ class Translator:
             q = ev.query.strip()
             up = q[:10].upper()
             if up.startswith("BEGIN") or up.startswith("XA START"):
+                self._begin_thread = ev.thread
                 if self._tx is not None and not self._tx.events:
                     self._tx.thread = ev.thread
                     return _NOTHING
@@ -245,6 +250,7 @@ class Translator:
         rows = ev.rows
         last = len(rows) - 1
         file, pos, gtids, server_id, ts_sec = tx.file, tx.pos, tx.gtids_before, ev.server_id, ev.ts
+        ev_pos = ev.pos  # source.pos is the rows event's own position (Debezium's setEventPosition)
         fidx, txid, db, table, op, model = tx.fidx, tx.txid, ev.db, ev.table, ev.op, ev.table_model
         gtid, thread, ts_ms = tx.gtid, tx.thread, ev.ts * 1000
         query = tx.query if self.include_query else None
@@ -259,7 +265,7 @@ class Translator:
             # pos == offset_key(off): a sink holding everything up to an offset holds exactly the
             # rows whose pos is not above it.
             out.append(RowChange(db, table, op, before, after, model,
-                                 SourceInfo(server_id, gtid, file, pos, i, thread, query, ts_ms, db, table),
+                                 SourceInfo(server_id, gtid, file, ev_pos, i, thread, query, ts_ms, db, table),
                                  txid, off, (fidx, pos, event, row)))
         return out
 
@@ -287,8 +293,10 @@ class Translator:
         if self.on_ddl_applied is not None:
             self.on_ddl_applied()
         off = self.offset()
-        src = SourceInfo(ev.server_id, self._pending_gtid, self.file, gtid_pos, 0, ev.thread, None, ev.ts * 1000,
-                         result.database or ev.db, None)
+        # source.pos: the statement's own event, as Debezium sets it for every event it handles
+        tables = ",".join(dict.fromkeys(c.table for c in result.changes)) or None  # Debezium's tableEvent
+        src = SourceInfo(ev.server_id, self._pending_gtid, self.file, ev.pos, 0, self._begin_thread, None,
+                         ev.ts * 1000, result.database or ev.db, tables)
         # Above the offset before this statement (fidx, gtid_pos, 0, 0), not above the one after it.
         key = (file_index(self.file), gtid_pos, 0, 1)
         if result.kind == "truncate":

@@ -486,7 +486,8 @@ class MySqlSource:
         db_charset = self.tables.db_charsets.get(sc.db)
         # The record's GTID set includes the statement itself (see DeltaSchemaHistory.recover).
         gtids = str(GtidSet.parse(sc.gtids_before).add(sc.source.gtid)) if sc.source.gtid else sc.gtids_before
-        self.history.record([HistoryRecord(sc.source.file, sc.source.pos, gtids, sc.db, sc.ddl, changes,
+        # the statement's GTID-event position (sc.pos[1]), which offsets before/after it bracket
+        self.history.record([HistoryRecord(sc.source.file, sc.pos[1], gtids, sc.db, sc.ddl, changes,
                                            server_id=sc.source.server_id, db_charset=db_charset,
                                            ts_ms=sc.source.ts_ms)])
         for key in list(self._schemas):
@@ -500,7 +501,7 @@ class MySqlSource:
             return
         key, value = schema_change_value(self._source(sc.source), int(time.time() * 1000), sc.db, sc.ddl, changes)
         out.append(Record(self.namer.schema_change_topic, key, value, self.sc_key_schema, self.sc_value_schema,
-                          (), None, sc.offset, sc.pos))
+                          (), None, sc.offset, sc.pos, schema_change=True))
 
 
 

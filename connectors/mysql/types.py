@@ -208,7 +208,7 @@ def column_schema(col: Column, opts: TypeOptions) -> Schema:
         return prim("string", name="io.debezium.data.Json", version=1)
     if base == "POINT":
         return struct_schema("io.debezium.data.geometry.Point", [
-            ("x", prim("float64")), ("y", prim("float64")),
+            ("x", prim("double")), ("y", prim("double")),
             ("wkb", prim("bytes", optional=True)), ("srid", prim("int32", optional=True))],
             version=1, doc="Geometry (POINT)")
     if base in model.SPATIAL_TYPES:
@@ -243,11 +243,11 @@ def column_schema(col: Column, opts: TypeOptions) -> Schema:
             return _decimal_schema("precise", 20, 0)
         return prim("int64")
     if base in ("FLOAT", "FLOAT4"):
-        return prim("float32" if col.scale is None and (col.length is None or col.length <= 24) else "float64")
+        return prim("float" if col.scale is None and (col.length is None or col.length <= 24) else "double")
     if base == "REAL":
-        return prim("float32")
+        return prim("float")
     if base in ("DOUBLE", "FLOAT8"):
-        return prim("float64")
+        return prim("double")
     if base in ("DECIMAL", "DEC", "FIXED", "NUMERIC"):
         return _decimal_schema(opts.decimal_mode, col.length if col.length is not None else 10, col.scale or 0)
     if base == "DATE":
@@ -271,13 +271,13 @@ def column_schema(col: Column, opts: TypeOptions) -> Schema:
     if base in ("BINARY", "VARBINARY", "BLOB", "TINYBLOB", "MEDIUMBLOB", "LONGBLOB", "LONG"):
         return prim("bytes" if opts.binary_mode == "bytes" else "string")
     if base == "VECTOR":
-        return Schema("array", name="io.debezium.data.FloatVector", version=1, items=prim("float32"))
+        return Schema("array", name="io.debezium.data.FloatVector", version=1, items=prim("float"))
     return prim("string")  # CHAR, VARCHAR, TEXT family, NCHAR, ...
 
 
 def _decimal_schema(mode: str, precision: int, scale: int) -> Schema:
     if mode == "double":
-        return prim("float64")
+        return prim("double")
     if mode == "string":
         return prim("string")
     params = {"scale": str(scale)}
@@ -310,7 +310,8 @@ def converter(col: Column, opts: TypeOptions, schema: Schema | None = None) -> C
 
         def conv_geo(v: Any) -> Any:
             b = bytes(v)
-            srid = struct.unpack_from("<i", b, 0)[0] if len(b) >= 4 else 0
+            # Debezium's BinlogGeometry: SRID 0 means unset and is emitted as null
+            srid = (struct.unpack_from("<i", b, 0)[0] if len(b) >= 4 else 0) or None
             wkb = b[4:]
             if is_point:
                 # WKB point: byte order, uint32 type, two doubles.
@@ -361,7 +362,7 @@ def converter(col: Column, opts: TypeOptions, schema: Schema | None = None) -> C
     if base in ("TINYINT", "INT1", "SMALLINT", "INT2", "MEDIUMINT", "INT3", "MIDDLEINT", "INT", "INTEGER",
                 "INT4", "BIGINT", "INT8"):
         return _int
-    if base in ("FLOAT", "FLOAT4", "REAL") and column_schema(col, opts).type == "float32":
+    if base in ("FLOAT", "FLOAT4", "REAL") and column_schema(col, opts).type == "float":
         return _float32
     if base in ("FLOAT", "FLOAT4", "REAL", "DOUBLE", "FLOAT8"):
         return _float
@@ -388,7 +389,16 @@ def converter(col: Column, opts: TypeOptions, schema: Schema | None = None) -> C
             return epoch_days(v)
         return conv_date
     if base == "TIME":
-        if tmode == "connect" or (tmode == "adaptive" and prec <= 3):
+        if tmode == "connect":
+            # Kafka Connect's Time is a time of day: Debezium delivers nothing for a MySQL TIME
+            # outside [00:00, 24:00) (negative or up to 838:59:59), so the field falls back to null
+            out_of_day = None if col.optional else 0
+
+            def conv_connect_time(v: Any) -> Any:
+                ms = timedelta_micros(v) // 1000
+                return ms if 0 <= ms < 86_400_000 else out_of_day
+            return conv_connect_time
+        if tmode == "adaptive" and prec <= 3:
             return lambda v: timedelta_micros(v) // 1000
         return timedelta_micros
     if base == "DATETIME":

@@ -102,7 +102,7 @@ def context_headers_for(cfg: Any) -> tuple[tuple[str, bytes], ...]:
 
 def with_context(record: Record, ctx: tuple[tuple[str, bytes], ...]) -> tuple[tuple[str, bytes], ...]:
     """A record's Kafka headers: its own, then the context headers on data-change records."""
-    if not ctx or record.collection is None:
+    if not ctx or not record.has_context:
         return record.headers
     return record.headers + ctx if record.headers else ctx
 

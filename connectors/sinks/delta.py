@@ -180,7 +180,7 @@ def build_table(batch: Batch, key_schemas: bool = True, value_schemas: bool = Tr
         cols: dict[str, Any] = dict(zip(_ROW_COLS, zip(*map(_row, records), strict=True), strict=True))
         if context:
             cj = _headers_json(context)
-            cols["headers"] = [h if r.collection is None else cj if not r.headers else
+            cols["headers"] = [h if not r.has_context else cj if not r.headers else
                                _headers_json(r.headers + context) for r, h in zip(records, cols["headers"], strict=True)]
     else:
         cols = {c: () for c in _ROW_COLS}
