@@ -336,10 +336,11 @@ def test_decimal_bigint_time_modes(mariadb: Any, mariadb_database: str, unique_n
     assert r1["dt6"] == 946684799999 and schemas["dt6"]["name"] == "org.apache.kafka.connect.data.Timestamp"
     assert schemas["t6"]["name"] == "org.apache.kafka.connect.data.Time" and r1["t0"] == 45296000
     assert schemas["da"]["name"] == "org.apache.kafka.connect.data.Date"
-    opts = TypeOptions(decimal_mode="double", time_precision_mode="adaptive")
+    opts = TypeOptions(decimal_mode="double")
     rows, schemas = _converted(mariadb, mariadb_database, opts, unique_name)
     assert rows[0]["dec1"] == 12.34 and schemas["dec1"] == {"type": "double", "optional": True}
-    assert schemas["t3"]["name"] == "io.debezium.time.Time" and rows[0]["t3"] == -3723450
+    # adaptive_time_microseconds: TIME is MicroTime whatever its precision
+    assert schemas["t3"]["name"] == "io.debezium.time.MicroTime" and rows[0]["t3"] == -3723450000
     assert schemas["t6"]["name"] == "io.debezium.time.MicroTime"
 
 
@@ -553,3 +554,15 @@ def test_zoned_timestamp_widths() -> None:
         base = f"{v.year:04d}-{v.month:02d}-{v.day:02d}T{v.hour:02d}:{v.minute:02d}:{v.second:02d}"
         for width in range(1, 7):
             assert zoned_timestamp(v, width) == f"{base}.{us[:width]}Z", (v, width)
+
+
+def test_time_precision_modes_as_debezium_validates_them() -> None:
+    """Debezium 3.6's binlog connectors refuse `adaptive` and accept the 3.x modes."""
+    from connectors.api import ConfigError
+    from connectors.mysql.types import TypeOptions
+
+    with pytest.raises(ConfigError, match="'adaptive' is no longer supported") as e:
+        TypeOptions.from_config({"time.precision.mode": "adaptive"})
+    assert "adaptive_time_microseconds" in (e.value.hint or "")
+    for mode in ("adaptive_time_microseconds", "connect", "isostring", "microseconds", "nanoseconds"):
+        assert TypeOptions.from_config({"time.precision.mode": mode}).time_precision_mode == mode

@@ -39,7 +39,9 @@ from connectors.tableschema import ColumnDef
 
 DecimalMode = Literal["precise", "double", "string"]
 BigintMode = Literal["long", "precise"]
-TimeMode = Literal["adaptive_time_microseconds", "adaptive", "connect"]
+TimeMode = Literal["adaptive_time_microseconds", "connect", "isostring", "microseconds", "nanoseconds"]
+TIME_MODES = ("adaptive_time_microseconds", "connect", "isostring", "microseconds", "nanoseconds")
+_INT64 = range(-(1 << 63), 1 << 63)
 BinaryMode = Literal["bytes", "base64", "base64-url-safe", "hex"]
 
 
@@ -97,11 +99,17 @@ class TypeOptions:
             if v not in allowed:
                 raise ConfigError(f"{key}={v!r} is not valid", f"use one of: {', '.join(allowed)}")
             return v
+        if str(props.get("time.precision.mode", "") or "").lower() == "adaptive":
+            # as Debezium 3.6's binlog connectors: accepted by the enum, refused by validation
+            raise ConfigError("time.precision.mode='adaptive' is no longer supported by the MySQL and MariaDB "
+                              "connectors (Debezium 3.x)",
+                              "use adaptive_time_microseconds (the default: the same, with TIME always in "
+                              "microseconds) or connect")
         adj = props.get("enable.time.adjuster", True)
         return cls(
             pick("decimal.handling.mode", ("precise", "double", "string"), "precise"),
             pick("bigint.unsigned.handling.mode", ("long", "precise"), "long"),
-            pick("time.precision.mode", ("adaptive_time_microseconds", "adaptive", "connect"),
+            pick("time.precision.mode", TIME_MODES,
                  "adaptive_time_microseconds"),
             pick("binary.handling.mode", ("bytes", "base64", "base64-url-safe", "hex"), "bytes"),
             adj if isinstance(adj, bool) else str(adj).lower() == "true",
@@ -250,22 +258,14 @@ def column_schema(col: Column, opts: TypeOptions) -> Schema:
         return prim("double")
     if base in ("DECIMAL", "DEC", "FIXED", "NUMERIC"):
         return _decimal_schema(opts.decimal_mode, col.length if col.length is not None else 10, col.scale or 0)
+    # the shared JdbcValueConverters mapping: adaptive_time_microseconds gives TIME in
+    # microseconds and DATETIME by precision; the other modes one schema whatever the precision
     if base == "DATE":
-        if tmode == "connect":
-            return prim("int32", name="org.apache.kafka.connect.data.Date", version=1)
-        return prim("int32", name="io.debezium.time.Date", version=1)
+        return temporal.date_schema(tmode)
     if base == "TIME":
-        if tmode == "connect":
-            return prim("int32", name="org.apache.kafka.connect.data.Time", version=1)
-        if tmode == "adaptive" and prec <= 3:
-            return prim("int32", name="io.debezium.time.Time", version=1)
-        return prim("int64", name="io.debezium.time.MicroTime", version=1)
+        return temporal.time_schema(tmode, prec)
     if base == "DATETIME":
-        if tmode == "connect":
-            return prim("int64", name="org.apache.kafka.connect.data.Timestamp", version=1)
-        if prec <= 3:
-            return prim("int64", name="io.debezium.time.Timestamp", version=1)
-        return prim("int64", name="io.debezium.time.MicroTimestamp", version=1)
+        return temporal.timestamp_schema(tmode, prec)
     if base == "TIMESTAMP":
         return prim("string", name="io.debezium.time.ZonedTimestamp", version=1)
     if base in ("BINARY", "VARBINARY", "BLOB", "TINYBLOB", "MEDIUMBLOB", "LONGBLOB", "LONG"):
@@ -378,15 +378,18 @@ def converter(col: Column, opts: TypeOptions, schema: Schema | None = None) -> C
                 return _unscaled_b64(v.unscaled)
             return decimal_unscaled_b64(_as_decimal(v), scale)
         return conv_decimal
+    iso = tmode == "isostring"
     if base == "DATE":
+        zero_date = (temporal.format_iso_date(0) if iso else 0) if default is None else default
+
         def conv_date(v: Any) -> Any:
             if v is ZERO or isinstance(v, str):
-                return None if col.optional else (0 if default is None else default)
+                return None if col.optional else zero_date
             if isinstance(v, dt.datetime):
                 v = v.date()
             if adjust and v.year < 100:
                 v = _adjust_date(v)
-            return epoch_days(v)
+            return temporal.format_iso_date(epoch_days(v)) if iso else epoch_days(v)
         return conv_date
     if base == "TIME":
         if tmode == "connect":
@@ -398,18 +401,31 @@ def converter(col: Column, opts: TypeOptions, schema: Schema | None = None) -> C
                 ms = timedelta_micros(v) // 1000
                 return ms if 0 <= ms < 86_400_000 else out_of_day
             return conv_connect_time
-        if tmode == "adaptive" and prec <= 3:
-            return lambda v: timedelta_micros(v) // 1000
+        if iso:  # IsoTime is a time of day too (out of it: null, as for connect)
+            iso_out = None if col.optional else temporal.format_zoned_time(0)
+
+            def conv_iso_time(v: Any) -> Any:
+                us = timedelta_micros(v)
+                return temporal.format_zoned_time(us) if 0 <= us < 86_400_000_000 else iso_out
+            return conv_iso_time
+        if tmode == "nanoseconds":
+            return lambda v: timedelta_micros(v) * 1000
         return timedelta_micros
     if base == "DATETIME":
-        as_millis = tmode == "connect" or prec <= 3
+        as_millis = tmode == "connect" or (tmode == "adaptive_time_microseconds" and prec <= 3)
+        nanos = tmode == "nanoseconds"
+        zero_dt = (temporal.format_zoned_timestamp(0) if iso else 0) if default is None else default
 
         def conv_dt(v: Any) -> Any:
             if v is ZERO or isinstance(v, str):
-                return None if col.optional else (0 if default is None else default)
+                return None if col.optional else zero_dt
             if adjust and v.year < 100:
                 v = v.replace(year=_adjust_year(v.year))
             us = datetime_micros(v)
+            if iso:
+                return temporal.format_zoned_timestamp(us)
+            if nanos:  # NanoTimestamp: null beyond int64 nanoseconds (before 1677, after 2262)
+                return us * 1000 if us * 1000 in _INT64 else None
             return us // 1000 if as_millis else us
         return conv_dt
     if base == "TIMESTAMP":

@@ -47,11 +47,13 @@ def run_debezium(
     jvm_opts: list[str] | None = None,
     log: str | os.PathLike[str] | None = None,
     allow_fewer: bool = False,
+    until_topic: str | None = None,
 ) -> list[dict]:
     """Run Debezium on ``props`` (plain connector properties) and return the records written to
     ``out`` by this run (the file is truncated first). Raises DebeziumRunError if the child fails
     or, when ``expected`` is given, if fewer records arrived before the deadline (unless
-    ``allow_fewer``: the caller compares the records itself)."""
+    ``allow_fewer``: the caller compares the records itself). ``until_topic``: also stop 1 s
+    after a record whose topic ends with it arrived."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("")
@@ -66,6 +68,8 @@ def run_debezium(
            "--first-record-timeout", str(first_record_timeout)]
     if expected is not None:
         cmd += ["--expected", str(expected)]
+    if until_topic:
+        cmd += ["--until-topic", until_topic]
     for opt in jvm_opts or ["-Xmx512m"]:
         cmd += ["--jvm-opt=" + opt]
     with open(log_path, "w") as lf:
@@ -124,7 +128,7 @@ def _child(a: argparse.Namespace) -> int:
 
     props = json.loads(Path(a.props).read_text())
     out = open(a.out, "a")  # noqa: SIM115 - closed explicitly before os._exit
-    seen = {"n": 0, "last": time.time()}
+    seen = {"n": 0, "last": time.time(), "until": False}
     lock = threading.Lock()
 
     class Handler(BasePythonChangeHandler):
@@ -140,6 +144,8 @@ def _child(a: argparse.Namespace) -> int:
                 with lock:
                     out.write(json.dumps(rec) + "\n")
                     seen["n"] += 1
+                    if a.until_topic and rec["topic"].endswith(a.until_topic):
+                        seen["until"] = True
             out.flush()
             seen["last"] = time.time()
 
@@ -170,6 +176,9 @@ def _child(a: argparse.Namespace) -> int:
         if a.expected is not None and n >= a.expected and time.time() - seen["last"] > 2.0:
             reason = "expected count"  # and 2 quiet seconds, so records beyond it are seen too
             break
+        if seen["until"] and time.time() - seen["last"] > 1.0:
+            reason = "until topic"
+            break
         if n and time.time() - seen["last"] > a.idle:
             reason = "idle"
             break
@@ -197,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=240.0)
     ap.add_argument("--first-record-timeout", type=float, default=60.0)
     ap.add_argument("--expected", type=int)
+    ap.add_argument("--until-topic")
     ap.add_argument("--jvm-opt", action="append")
     a = ap.parse_args(argv)
     if a.child:
