@@ -98,8 +98,8 @@ TX_VALUE = struct("io.debezium.connector.common.TransactionMetadataValue", [
 ], version=1)
 
 # --------------------------------------------------------------------------- heartbeats
-HEARTBEAT_KEY = struct("io.debezium.connector.common.ServerNameKey", [("serverName", prim("string"))])
-HEARTBEAT_VALUE = struct("io.debezium.connector.common.Heartbeat", [("ts_ms", prim("int64"))])
+HEARTBEAT_KEY = struct("io.debezium.connector.common.ServerNameKey", [("serverName", prim("string"))], version=1)
+HEARTBEAT_VALUE = struct("io.debezium.connector.common.Heartbeat", [("ts_ms", prim("int64"))], version=1)
 
 
 def change_value(before: Any, after: Any, source: dict[str, Any], op: str, block: Any) -> dict[str, Any]:

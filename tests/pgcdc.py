@@ -66,6 +66,19 @@ def payload(rec: dict[str, Any], part: str = "value") -> Any:
     return v["payload"] if isinstance(v, dict) and "schema" in v and "payload" in v else v
 
 
+# A heartbeat record's schemas as Debezium 3.6 writes them (captured from its MySQL connector;
+# the record has no headers): serverName key, ts_ms value, both version 1.
+HEARTBEAT_KEY_SCHEMA = {"type": "struct", "fields": [{"type": "string", "optional": False, "field": "serverName"}],
+                        "optional": False, "name": "io.debezium.connector.common.ServerNameKey", "version": 1}
+HEARTBEAT_VALUE_SCHEMA = {"type": "struct", "fields": [{"type": "int64", "optional": False, "field": "ts_ms"}],
+                          "optional": False, "name": "io.debezium.connector.common.Heartbeat", "version": 1}
+
+
+def assert_debezium_heartbeat(rec: dict[str, Any], server_name: str) -> None:
+    assert rec["key"] == {"schema": HEARTBEAT_KEY_SCHEMA, "payload": {"serverName": server_name}}
+    assert rec["value"]["schema"] == HEARTBEAT_VALUE_SCHEMA and set(rec["value"]["payload"]) == {"ts_ms"}
+
+
 def delta_rows(table: Path, columns: list[str] | None = None) -> list[dict[str, Any]]:
     from deltalake import DeltaTable
 
