@@ -233,14 +233,15 @@ def _show(console: Console, changelog: Path, jsonl: Path) -> None:
     counts: dict[tuple[str, str], int] = {}
     for coll, op in zip(tbl.column("collection").to_pylist(), tbl.column("op").to_pylist(), strict=True):
         counts[(coll or "-", op or "tombstone")] = counts.get((coll or "-", op or "tombstone"), 0) + 1
-    t = Table(title=f"Delta change log {changelog} (version {dt.version()})")
+    console.print(f"Delta change log {changelog} (table version {dt.version()}):", soft_wrap=True)
+    t = Table()
     for c in ("table", "op", "events"):
         t.add_column(c)
     for (coll, op), n in sorted(counts.items()):
         t.add_row(coll, op, str(n))
     console.print(t)
     lines = jsonl.read_bytes().splitlines()
-    console.print(f"{len(lines)} Kafka-format records in {jsonl}; the first two:")
+    console.print(f"{len(lines)} Kafka-format records in {jsonl}; the first two:", soft_wrap=True)
     for line in lines[:2]:
         rec = orjson.loads(line)
         console.print_json(data={"topic": rec["topic"], "key": rec["key"], "value": rec["value"]["payload"]
