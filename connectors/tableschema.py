@@ -41,7 +41,18 @@ class ColumnDef:
 
 def column_null(col: ColumnDef) -> Any:
     """The payload a NULL of this column becomes."""
-    return null_value(col.schema) if col.null is NO_DEFAULT else col.null
+    if col.null is not NO_DEFAULT:
+        return col.null
+    schema = col.schema
+    if (not schema.optional and schema.type == "string" and schema.name is None and schema.default is NO_DEFAULT
+            and col.type_name.lower().split("(")[0] in _DECIMAL_TYPES):
+        # decimal.handling.mode=string: BigDecimal.ZERO at the column's scale ("0.00")
+        scale = col.scale if col.scale is not None else (2 if col.type_name.lower() == "money" else 0)
+        return "0." + "0" * scale if scale > 0 else "0"
+    return null_value(schema)
+
+
+_DECIMAL_TYPES = frozenset({"numeric", "decimal", "money", "dec", "fixed"})
 
 
 def null_value(schema: Schema) -> Any:
@@ -53,11 +64,25 @@ def null_value(schema: Schema) -> Any:
         return schema.default
     if schema.optional:
         return None
+    if schema.name in _ZERO_BY_NAME:
+        return _ZERO_BY_NAME[schema.name]
     return _ZERO.get(schema.type)
 
 
 _ZERO: dict[str, Any] = {"int8": 0, "int16": 0, "int32": 0, "int64": 0, "float": 0.0, "double": 0.0,
                          "boolean": False, "string": "", "bytes": "", "array": []}
+# Logical types whose zero is not the plain type's (checked against Debezium 3.6: the value its
+# converters produce for zero / the epoch).
+_ZERO_BY_NAME: dict[str, Any] = {
+    "org.apache.kafka.connect.data.Decimal": "AA==",  # BigDecimal.ZERO's unscaled byte 0x00
+    "io.debezium.data.VariableScaleDecimal": {"scale": 0, "value": "AA=="},
+    "io.debezium.time.ZonedTimestamp": "1970-01-01T00:00:00Z",
+    "io.debezium.time.IsoTimestamp": "1970-01-01T00:00:00Z",
+    "io.debezium.time.ZonedTime": "00:00:00Z",
+    "io.debezium.time.IsoTime": "00:00:00Z",
+    "io.debezium.time.IsoDate": "1970-01-01Z",
+    "io.debezium.time.Interval": "P0Y0M0DT0H0M0S",
+}
 
 
 class TableSchema:

@@ -81,8 +81,14 @@ def write_tidemark_properties(path: Path, conn_props: dict[str, str], source: di
 @pytest.mark.postgres
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_tidemark_matches_debezium(variant, pg, pg_database, unique_name, tmp_path):
+    steps = workload.STEPS + workload.EXTRA_STEPS
+    if VARIANTS[variant].get("time.precision.mode") == "nanoseconds":
+        # Debezium 3.6 stops here ("Invalid value: null used for required field" for the NOT NULL
+        # timestamp of a DEFAULT-identity delete: no zero fallback for NanoTimestamp); Tidemark
+        # emits 0 as for the other modes. Nothing to compare against, so the step is left out.
+        steps = [s for s in steps if s[0] != workload.ZERO_FILL_STEP]
     capture_and_compare(variant, VARIANTS[variant], workload.SCHEMA_SQL + workload.EXTRA_SCHEMA_SQL,
-                        workload.STEPS + workload.EXTRA_STEPS, pg, pg_database, unique_name, tmp_path)
+                        steps, pg, pg_database, unique_name, tmp_path)
 
 
 @pytest.mark.debezium

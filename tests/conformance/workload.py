@@ -217,7 +217,14 @@ EXTRA_SCHEMA_SQL = [
     "ALTER TABLE ri_index_nopk REPLICA IDENTITY USING INDEX ri_index_nopk_code",
     "CREATE TABLE nopk_default (a integer, b text)",
     "CREATE TABLE evolving (id integer PRIMARY KEY, v text)",
+    # required columns without a default: a DEFAULT-identity delete fills them with zero values
+    "CREATE TABLE nn_zero (id integer PRIMARY KEY, f float8 NOT NULL, r real NOT NULL, n numeric(6,2) NOT NULL, "
+    "b boolean NOT NULL, d date NOT NULL, ts timestamp NOT NULL, by bytea NOT NULL, tz timestamptz NOT NULL, "
+    "t time NOT NULL, ttz timetz NOT NULL, nv numeric NOT NULL, iv interval NOT NULL, m money NOT NULL, "
+    "u uuid NOT NULL, j jsonb NOT NULL)",
 ]
+
+ZERO_FILL_STEP = "required columns without defaults, REPLICA IDENTITY DEFAULT: insert, delete"
 
 EXTRA_STEPS: list[tuple[str, list[str]]] = [
     ("REPLICA IDENTITY NOTHING: inserts, truncate",
@@ -233,6 +240,11 @@ EXTRA_STEPS: list[tuple[str, list[str]]] = [
       "UPDATE ri_index_nopk SET v = 'a2' WHERE code = 1",
       "UPDATE ri_index_nopk SET code = 5 WHERE code = 2",
       "DELETE FROM ri_index_nopk WHERE code = 1"]),
+    (ZERO_FILL_STEP,
+     ["INSERT INTO nn_zero VALUES (1, 1.5, 2.5, 3.25, true, '2024-01-02', '2024-01-02 03:04:05', '\\x01', "
+      "'2024-01-02 03:04:05+00', '03:04:05', '03:04:05+02', 7.125, '1 day', 12.5, "
+      "'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '{}')",
+      "DELETE FROM nn_zero WHERE id = 1"]),
     ("no primary key, REPLICA IDENTITY DEFAULT: inserts",
      ["INSERT INTO nopk_default VALUES (1, 'x'), (2, NULL)"]),
     ("relation change while streaming: ADD COLUMN, rows, DROP COLUMN, rows",
