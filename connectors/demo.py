@@ -95,6 +95,9 @@ SOURCES = ("postgres", "mariadb")
 
 
 def run_demo(workdir: Path, rows: int, sources: tuple[str, ...] = SOURCES) -> None:
+    unknown = [s for s in sources if s not in SOURCES]
+    if unknown:  # before anything is started or cleared
+        raise TerminalError(f"demo: unknown --source {', '.join(unknown)}", f"choose from {', '.join(SOURCES)}")
     console = Console()
     _prepare(workdir)
     console.print(f"[bold]Tidemark demo[/] in {workdir}")
@@ -132,7 +135,7 @@ def _server(name: str, base: Path) -> Iterator[tuple[dict[str, str], Callable[[]
             yield props, pg.connect, PG, f"private PostgreSQL (wal_level=logical) on 127.0.0.1:{pg.port}"
         finally:
             pg.destroy()
-    elif name == "mariadb":
+    else:
         from connectors.embedded.mariadb import start_mariadb
 
         db = start_mariadb(base)
@@ -146,8 +149,6 @@ def _server(name: str, base: Path) -> Iterator[tuple[dict[str, str], Callable[[]
                    f"private MariaDB (binlog ROW, GTIDs) on 127.0.0.1:{db.port}")
         finally:
             db.destroy()
-    else:
-        raise TerminalError(f"demo: unknown source {name!r}", f"choose from {', '.join(SOURCES)}")
 
 
 def _stream_with_workload(console: Console, props: dict[str, str], connect: Callable[[], Any],

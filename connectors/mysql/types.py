@@ -35,7 +35,7 @@ from connectors.mysql import model
 from connectors.mysql.model import Column
 from connectors.schema import NO_DEFAULT, Schema, prim
 from connectors.schema import struct as struct_schema
-from connectors.tableschema import ColumnDef
+from connectors.tableschema import ColumnDef, null_value
 
 DecimalMode = Literal["precise", "double", "string"]
 BigintMode = Literal["long", "precise"]
@@ -379,12 +379,15 @@ def converter(col: Column, opts: TypeOptions, schema: Schema | None = None) -> C
             return decimal_unscaled_b64(_as_decimal(v), scale)
         return conv_decimal
     iso = tmode == "isostring"
+    if base in ("DATE", "TIME", "DATETIME"):
+        # a required column's fallback: its default, else the type's zero (the epoch, 00:00)
+        zero = null_value(column_schema(col, opts))
+        zero_or_default = zero if default is None else default
     if base == "DATE":
-        zero_date = (temporal.format_iso_date(0) if iso else 0) if default is None else default
 
         def conv_date(v: Any) -> Any:
             if v is ZERO or isinstance(v, str):
-                return None if col.optional else zero_date
+                return None if col.optional else zero_or_default
             if isinstance(v, dt.datetime):
                 v = v.date()
             if adjust and v.year < 100:
@@ -392,33 +395,27 @@ def converter(col: Column, opts: TypeOptions, schema: Schema | None = None) -> C
             return temporal.format_iso_date(epoch_days(v)) if iso else epoch_days(v)
         return conv_date
     if base == "TIME":
-        if tmode == "connect":
-            # Kafka Connect's Time is a time of day: Debezium delivers nothing for a MySQL TIME
-            # outside [00:00, 24:00) (negative or up to 838:59:59), so the field falls back to null
-            out_of_day = None if col.optional else 0
+        if tmode == "connect" or iso:
+            # Kafka Connect's Time and IsoTime are times of day: Debezium delivers nothing for a
+            # MySQL TIME outside [00:00, 24:00) (negative or up to 838:59:59), so the field falls
+            # back to null (the zero when required)
+            out_of_day = None if col.optional else zero
+            of_day: Callable[[int], Any] = temporal.format_zoned_time if iso else (lambda us: us // 1000)
 
-            def conv_connect_time(v: Any) -> Any:
-                ms = timedelta_micros(v) // 1000
-                return ms if 0 <= ms < 86_400_000 else out_of_day
-            return conv_connect_time
-        if iso:  # IsoTime is a time of day too (out of it: null, as for connect)
-            iso_out = None if col.optional else temporal.format_zoned_time(0)
-
-            def conv_iso_time(v: Any) -> Any:
+            def conv_time_of_day(v: Any) -> Any:
                 us = timedelta_micros(v)
-                return temporal.format_zoned_time(us) if 0 <= us < 86_400_000_000 else iso_out
-            return conv_iso_time
+                return of_day(us) if 0 <= us < 86_400_000_000 else out_of_day
+            return conv_time_of_day
         if tmode == "nanoseconds":
             return lambda v: timedelta_micros(v) * 1000
         return timedelta_micros
     if base == "DATETIME":
         as_millis = tmode == "connect" or (tmode == "adaptive_time_microseconds" and prec <= 3)
         nanos = tmode == "nanoseconds"
-        zero_dt = (temporal.format_zoned_timestamp(0) if iso else 0) if default is None else default
 
         def conv_dt(v: Any) -> Any:
             if v is ZERO or isinstance(v, str):
-                return None if col.optional else zero_dt
+                return None if col.optional else zero_or_default
             if adjust and v.year < 100:
                 v = v.replace(year=_adjust_year(v.year))
             us = datetime_micros(v)
