@@ -245,3 +245,10 @@ def test_demo_is_bounded_and_reports_counts(tmp_path: Path) -> None:
             assert {r["topic"] for r in jsonl} == {f"shop_{source}.{t}" for t in tables}
             assert f"{len(jsonl)} Kafka-format records in {workdir / f'{source}.jsonl'}" in proc.stdout
     assert not list((workdir / "servers").glob("*/data")), "the demo's servers were not removed"
+
+
+def test_demo_refuses_an_unknown_source_before_starting(tmp_path: Path) -> None:
+    proc = cli("demo", "--workdir", str(tmp_path / "d"), "--source", "oracle", timeout=60)
+    assert proc.returncode == 1
+    assert "unknown --source oracle" in proc.stderr and "choose from postgres, mariadb" in proc.stderr
+    assert not (tmp_path / "d").exists()
