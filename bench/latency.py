@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import (
+    ROOT,
     bench_session,
     emit,
     log,
@@ -422,7 +423,7 @@ def measure(name: str, idx: int, pg: Any, kafka: Any, base: Path, a: argparse.Na
                                            stdout=logs[-1], stderr=subprocess.STDOUT), "term"))
             cmd, env = tidemark_command(cfg)
             logs.append((work / "tidemark.log").open("wb"))
-            consumer = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=logs[-1], env=env)
+            consumer = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=logs[-1], env=env, cwd=ROOT)
             procs.append((consumer, "term"))
         wait_slot_active(pg, slot, a.start_timeout, consumer)
 
