@@ -290,7 +290,10 @@ class Batch:
 class Source(Protocol):
     """A change source. `batches()` yields transaction-aligned batches until `stop()` is called
     or (bounded mode) the source has caught up; it must resume strictly after `start_offset`.
-    `acknowledge(offset)` tells the server the offset is durable downstream (PG: flush LSN)."""
+    `acknowledge(offset)` tells the server the offset is durable downstream (PG: flush LSN).
+    A source whose class sets `acknowledge_thread_safe = True` may be acknowledged from the
+    engine's offset-flusher thread while `batches()` runs (it must only record the offset; its
+    reading thread tells the server); otherwise the engine acknowledges on its own thread."""
 
     def open(self, start_offset: dict[str, Any] | None) -> None: ...
 

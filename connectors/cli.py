@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import enum
 import functools
 import logging
 import os
@@ -31,8 +32,22 @@ log = logging.getLogger("tidemark")
 ConfigOpt = typer.Option(..., "--config", "-c", help="Connector config (.properties or .yaml), Debezium property names")
 
 
-def _setup_logging(level: str) -> None:
-    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), stream=sys.stderr,
+class LogLevel(enum.StrEnum):
+    DEBUG = "DEBUG"
+    INFO = "INFO"
+    WARNING = "WARNING"
+    ERROR = "ERROR"
+    CRITICAL = "CRITICAL"
+
+
+def LogLevelOpt(default: str) -> Any:  # noqa: N802 - reads like the typer.Option it returns
+    """`--log-level`, one of Python's level names (any case); anything else is a usage error."""
+    return typer.Option(LogLevel(default), "--log-level", case_sensitive=False, help="Log level")
+
+
+def _setup_logging(level: LogLevel | str) -> None:
+    name = level.value if isinstance(level, LogLevel) else level.upper()
+    logging.basicConfig(level=getattr(logging, name, logging.INFO), stream=sys.stderr,
                         format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
     for noisy in ("kafka", "deltalake", "py4j"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -102,12 +117,26 @@ def build_engine(cfg: Any, *, until_caught_up: bool = False, max_seconds: float 
             return MySqlSource(cfg, until_caught_up=until_caught_up, max_seconds=max_seconds)
 
     sinks = build_sinks(cfg)
+    _check_storage(cfg, sinks)
     offsets = DeltaOffsetStore(cfg.warehouse, cfg.name)
     retries = int(cfg.source.get("errors.max.retries", -1))
     own = cfg.tidemark
     return Engine(factory, sinks, offsets, offset_key=offset_key, max_retries=retries,
                   commit_max_events=int(own.get("commit.max.events", 4096)),
                   offsets_flush_s=int(own.get("offsets.flush.interval.ms", 1000)) / 1000)
+
+
+def _check_storage(cfg: Any, sinks: list[Any]) -> None:
+    """Refuse unwritable storage before the source connects (and creates a slot or takes a
+    binlog position): the warehouse when something is kept there (offsets for sinks that keep
+    none, MySQL's schema history), and each Delta change log."""
+    from connectors.state.storage import check_writable
+
+    for s in sinks:
+        if s.name == "delta":
+            check_writable(s.table_uri, "the Delta change log", storage_options=s.storage_options)
+    if cfg.connector != "postgres" or not all(getattr(s, "keeps_offsets", False) for s in sinks):
+        check_writable(cfg.warehouse, "the warehouse (tidemark.warehouse)")
 
 
 @app.command()
@@ -117,7 +146,7 @@ def run(config: Path = ConfigOpt,
                                              help="Stop once caught up with the server's log position at start"),
         max_seconds: float = typer.Option(0, "--max-seconds", help="Stop after this many seconds (0 = no limit)"),
         metrics_port: int = typer.Option(0, "--metrics-port", help="Serve Prometheus metrics on this port"),
-        log_level: str = typer.Option("INFO", "--log-level")) -> None:
+        log_level: LogLevel = LogLevelOpt("INFO")) -> None:
     """Stream changes until SIGTERM/SIGINT (or the bounded-mode limit), then stop cleanly."""
     from connectors.config import load
     from connectors.engine import close_all
@@ -162,7 +191,7 @@ def run(config: Path = ConfigOpt,
 
 @offsets_app.command("show")
 @_guarded
-def offsets_show(config: Path = ConfigOpt, log_level: str = typer.Option("WARNING", "--log-level")) -> None:
+def offsets_show(config: Path = ConfigOpt, log_level: LogLevel = LogLevelOpt("WARNING")) -> None:
     """Print the stored offsets: the offset table's and every self-offsetting sink's."""
     import orjson
 
@@ -194,7 +223,7 @@ def offsets_show(config: Path = ConfigOpt, log_level: str = typer.Option("WARNIN
 @_guarded
 def offsets_reset(config: Path = ConfigOpt,
                   yes: bool = typer.Option(False, "--yes", help="Do not ask for confirmation"),
-                  log_level: str = typer.Option("WARNING", "--log-level")) -> None:
+                  log_level: LogLevel = LogLevelOpt("WARNING")) -> None:
     """Forget the stored offsets so the next run starts from the slot's/binlog's current position.
 
     The Delta change log keeps its rows; its app-transaction marker is left, so rows already
@@ -233,7 +262,7 @@ def demo(workdir: Path = typer.Option(Path("./demo-run"), "--workdir", help="Whe
          rows: int = typer.Option(200, "--rows", help="Workload size (changes)"),
          source: list[str] = typer.Option(["postgres", "mariadb"], "--source",
                                           help="Which private servers to run (repeatable): postgres, mariadb"),
-         log_level: str = typer.Option("WARNING", "--log-level")) -> None:
+         log_level: LogLevel = LogLevelOpt("WARNING")) -> None:
     """Embedded default: private CDC-ready PostgreSQL and MariaDB, sample database, connector +
     workload, result."""
     from connectors.demo import run_demo

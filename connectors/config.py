@@ -665,7 +665,8 @@ def _build(raw: dict[str, str], server_shape: bool, path: Path | None) -> Connec
     for name in REQUIRED[connector]:
         if source.get(name) in (None, ""):
             problems.append(f"missing required property '{full(name)}'")
-    if not server.get("debezium.sink.type"):
+    if not server.get("debezium.sink.type") and not server_raw.get("debezium.sink.type", "").strip():
+        # (set but invalid: already reported with the valid values)
         problems.append(
             f"missing required property 'debezium.sink.type' (a comma list of {', '.join(('kafka', 'delta', 'jsonl'))})"
         )

@@ -18,6 +18,7 @@ from typing import Any
 
 from connectors.api import Batch, OffsetStore, Sink, Source, TerminalError, TransientError
 from connectors.metrics import Metrics
+from connectors.state.flusher import OffsetFlusher
 
 log = logging.getLogger(__name__)
 
@@ -117,10 +118,14 @@ class Engine:
         tune_gc()
         attempt = 0
         while True:
+            batches = self.stats.batches
+            self._opened_at: float | None = None
             try:
                 self._run_once()
                 return self.stats
             except TransientError as e:
+                if self._recovered(batches):
+                    attempt = 0  # a new outage after a working connection counts from 1 again
                 attempt += 1
                 if self._stopping or (0 <= self.max_retries < attempt):
                     raise
@@ -133,6 +138,13 @@ class Engine:
                 if self._stopping:
                     return self.stats
 
+    def _recovered(self, batches_before: int) -> bool:
+        """Whether the attempt that just failed had a working connection: it delivered a batch,
+        or stayed connected longer than the longest backoff (an idle stream delivers none)."""
+        opened = self._opened_at
+        return opened is not None and (self.stats.batches > batches_before
+                                       or time.monotonic() - opened >= self.backoff_max)
+
     def _run_once(self) -> None:
         """Stream until the source ends or stops. While catching up (the source marks a batch
         `extra["more"]`: more is already waiting) this is pipelined one batch deep: the sinks
@@ -143,12 +155,21 @@ class Engine:
         seq, start, skips = self._durable()
         source = self._source_factory()
         self._source = source
-        self._last_save = time.monotonic()
-        self._unsaved: Batch | None = None
+        self._ack_due: dict[str, Any] | None = None
+        # Offsets go to the offset table on the flusher's thread (never stalling the stream) when
+        # a sink needs the table; a source whose acknowledge() is thread-safe is acknowledged
+        # from there too, so an idle stream still confirms its last batch (PostgreSQL: the slot
+        # moves on and a fast shutdown of the server is not held up).
+        flusher = OffsetFlusher(self.offsets, self.offsets_flush_s,
+                                source.acknowledge if getattr(source, "acknowledge_thread_safe", False)
+                                else self._defer_ack, on_error=source.stop) if self._needs_store else None
+        self._flusher = flusher
         inflight: tuple[Batch, Future[None]] | None = None
         pool = ThreadPoolExecutor(1, thread_name_prefix="tidemark-sinks")
+        clean = False
         try:
             source.open(start)
+            self._opened_at = time.monotonic()
             self.stats.connections += 1
             self.metrics.connected.set(1)
             if self._stopping:
@@ -177,30 +198,47 @@ class Engine:
                 raise
             if inflight is not None:
                 self._settle(source, *inflight)
-            if self._unsaved is not None:  # stopping: store and confirm what the sinks already hold
-                self.offsets.save(self._unsaved.seq, self._unsaved.offset)
-                source.acknowledge(self._unsaved.offset)
+            clean = True
         finally:
             pool.shutdown(wait=True)
-            self.metrics.connected.set(0)
-            self._source = None
             try:
-                source.close()
-            except Exception as e:  # closing must not mask the original error
-                log.warning("closing source: %s", e)
+                if flusher is not None:
+                    # Store and confirm what the sinks already hold (also after a source error:
+                    # fewer records replayed); a save that fails now fails a clean stop only.
+                    try:
+                        flusher.close(flush=True)
+                    except Exception as e:
+                        if clean:
+                            raise
+                        log.warning("storing the last offset: %s", e)
+                if self._ack_due is not None:
+                    source.acknowledge(self._ack_due)
+                    self._ack_due = None
+            finally:
+                self.metrics.connected.set(0)
+                self._source = None
+                self._flusher = None
+                try:
+                    source.close()
+                except Exception as e:  # closing must not mask the original error
+                    log.warning("closing source: %s", e)
+
+    def _defer_ack(self, offset: dict[str, Any]) -> None:
+        """Flusher callback for a source that must be acknowledged on the engine's own thread:
+        the offset is stored; `_settle` (or the end of the run) acknowledges it."""
+        self._ack_due = offset
 
     def _settle(self, source: Source, batch: Batch, fut: Future[None]) -> None:
-        """Wait until every sink holds `batch` (re-raising a sink's error), then store its offset
-        (at most every `offsets_flush_s` when an offset table is needed) and acknowledge it."""
+        """Wait until every sink holds `batch` (re-raising a sink's error), then acknowledge it
+        to the source — after the offset flusher stored it, when an offset table is needed."""
         fut.result()
-        self._unsaved = batch
-        now = time.monotonic()
-        if not self._needs_store or now - self._last_save >= self.offsets_flush_s:
-            if self._needs_store:
-                self.offsets.save(batch.seq, batch.offset)
-                self._last_save = now
+        due, self._ack_due = self._ack_due, None
+        if due is not None:
+            source.acknowledge(due)
+        if self._flusher is None:
             source.acknowledge(batch.offset)
-            self._unsaved = None
+        else:
+            self._flusher.offer(batch.seq, batch.offset)
         self.stats.batches += 1
         self.stats.records += len(batch.records)
         self.stats.last_offset = batch.offset

@@ -53,6 +53,16 @@ def test_missing_or_unreadable_config_exits_2(tmp_path: Path) -> None:
     assert_one_error(cli("run", "--config", str(tmp_path)), 2, "Is a directory")
 
 
+def test_unknown_log_level_is_a_usage_error(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.properties"
+    cfg.write_text(PG_KEYS + "debezium.sink.type=delta\n")
+    for args in (("run",), ("offsets", "show"), ("offsets", "reset", "--yes")):
+        proc = cli(*args, "--config", str(cfg), "--log-level", "LOUD")
+        assert proc.returncode == 2 and "Invalid value for '--log-level'" in proc.stderr, proc.stderr
+    proc = cli("offsets", "show", "--config", str(tmp_path / "none.properties"), "--log-level", "debug")
+    assert proc.returncode == 2 and "cannot read configuration file" in proc.stderr, proc.stderr  # any case
+
+
 def test_offsets_commands_report_storage_errors_in_one_line(tmp_path: Path) -> None:
     # A damaged offsets table: deltalake raises its own error (with a Rust backtrace when
     # RUST_BACKTRACE is set); the user gets one line and a hint, exit 1.

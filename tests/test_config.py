@@ -405,6 +405,10 @@ def test_missing_required_server_shape_uses_full_names(tmp_path: Path) -> None:
 def test_sink_requirements() -> None:
     msg = errors_of(plain(debezium__sink__type="jsonl,kafka,s3", debezium__sink__jsonl__path=None))
     assert "debezium.sink.type=jsonl,kafka,s3: s3 is not one of kafka, delta, jsonl" in msg
+    # set but invalid: reported once, not also as missing
+    msg = errors_of(plain(debezium__sink__type="jsonl,parquet"))
+    assert "parquet is not one of kafka, delta, jsonl" in msg and "(1 problem)" in msg, msg
+    assert "missing required property 'debezium.sink.type'" not in msg
     msg = errors_of(plain(debezium__sink__type="jsonl,kafka", debezium__sink__jsonl__path=None))
     assert "missing required property 'debezium.sink.jsonl.path'" in msg
     assert "missing required property 'debezium.sink.kafka.producer.bootstrap.servers'" in msg

@@ -72,3 +72,23 @@ def test_save_is_fast(tmp_path: Path) -> None:
     t = time.perf_counter()
     assert store.load() == (150, {"lsn": 15000, "txId": 150, "ts_usec": 1_700_000_000_000_150})
     print(f"offset load after 151 saves: {(time.perf_counter() - t) * 1000:.1f} ms")
+
+
+def test_a_long_running_connector_keeps_the_table_small(tmp_path: Path) -> None:
+    from connectors.state import offsets as mod
+
+    a, b = DeltaOffsetStore(tmp_path, "a"), DeltaOffsetStore(tmp_path, "b")
+    b.save(1, {"lsn": 1})
+    for i in range(1, 2 * mod.COMPACT_EVERY + 1):
+        a.save(i, {"lsn": i})
+    dt = DeltaTable(str(tmp_path / "_state" / "offsets"))
+    rows = dt.to_pyarrow_table(columns=["connector", "seq"]).to_pylist()
+    # a's rows before its last compaction are gone; b's row is untouched
+    assert {"connector": "b", "seq": 1} in rows
+    assert len([r for r in rows if r["connector"] == "a"]) == 1
+    assert a.load() == (2 * mod.COMPACT_EVERY, {"lsn": 2 * mod.COMPACT_EVERY})
+    assert b.load() == (1, {"lsn": 1}) and a.last_seq() == 2 * mod.COMPACT_EVERY
+    assert dt.metadata().configuration["delta.logRetentionDuration"] == "interval 1 days"
+    # vacuum removes files deleted more than VACUUM_RETENTION_HOURS ago: none yet, but the
+    # table's live files are one per connector
+    assert len(dt.file_uris()) == 2

@@ -38,6 +38,7 @@ import pyarrow as pa
 
 from connectors.api import Batch, Record, TerminalError, TransientError
 from connectors.sinks import schema_flags, sub_config
+from connectors.state.storage import storage_error
 
 log = logging.getLogger(__name__)
 
@@ -260,15 +261,20 @@ class DeltaChangeLogSink:
         return cls(uri, cfg.name, key_schemas_enable=ks, value_schemas_enable=vs, storage_options=storage or None,
                    context=context)
 
+    @property
+    def storage_options(self) -> dict[str, str] | None:
+        return self._storage
+
     def _open(self) -> None:
         from deltalake import DeltaTable
+        from deltalake.exceptions import DeltaError
 
         try:
             if DeltaTable.is_deltatable(self.table_uri, storage_options=self._storage):
                 self._dt = DeltaTable(self.table_uri, storage_options=self._storage)
                 self._last_seq = self._dt.transaction_version(self.app_id)
-        except OSError as e:
-            raise TransientError(f"Delta change log {self.table_uri}: cannot open: {e}") from None
+        except (OSError, DeltaError) as e:
+            raise storage_error(e, self.table_uri, "the Delta change log") from None
 
     def write(self, batch: Batch) -> None:
         from deltalake import CommitProperties, Transaction, write_deltalake
@@ -298,10 +304,10 @@ class DeltaChangeLogSink:
         except SchemaMismatchError as e:
             raise TerminalError(f"Delta change log {self.table_uri} has another schema: {e}",
                                 "the table was written by another Tidemark version; move it aside") from None
-        except (CommitFailedError, OSError) as e:
+        except CommitFailedError as e:
             raise TransientError(f"Delta change log {self.table_uri}: commit failed: {e}") from None
-        except DeltaError as e:
-            raise TransientError(f"Delta change log {self.table_uri}: write failed: {e}") from None
+        except (OSError, DeltaError) as e:
+            raise storage_error(e, self.table_uri, "the Delta change log") from None
         self._last_seq = batch.seq
 
     def last_offset(self) -> tuple[int, dict[str, Any]] | None:

@@ -7,6 +7,7 @@ included, so a file is a faithful, diffable copy of the topic stream (and the sh
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -16,6 +17,38 @@ import orjson
 
 from connectors.api import Batch, ConfigError
 from connectors.sinks import schema_flags, serialized_batch
+from connectors.state.storage import check_file_writable, storage_error
+
+log = logging.getLogger(__name__)
+
+WHAT = "the jsonl output (debezium.sink.jsonl.path)"
+
+
+def _drop_partial_line(out: BinaryIO, path: Path) -> None:
+    """Cut a last line without its newline: a write the process did not finish (SIGKILL, power
+    loss). That batch was never acknowledged, so the engine writes it again in full; left in
+    place, the cut record would glue onto the next one and break line-by-line readers."""
+    end = out.seek(0, os.SEEK_END)
+    if end == 0:
+        return
+    pos = end
+    chunk = 1 << 16
+    with open(path, "rb") as f:
+        while pos > 0:
+            start = max(0, pos - chunk)
+            f.seek(start)
+            data = f.read(pos - start)
+            if pos == end and data.endswith(b"\n"):
+                return  # the common case: the file ends with a whole line
+            nl = data.rfind(b"\n")
+            if nl >= 0:
+                pos = start + nl + 1
+                break
+            pos = start
+    log.warning("%s: removing %d bytes of an unfinished last line (an interrupted write; the engine "
+                "writes that batch again)", path, end - pos)
+    out.truncate(pos)
+    out.seek(pos)
 
 
 class JsonLinesSink:
@@ -29,12 +62,17 @@ class JsonLinesSink:
         self._vs = value_schemas_enable
         self._stdout = str(path) == "-"
         self._out: BinaryIO
+        self._path = str(path)
         if self._stdout:
             self._out = sys.stdout.buffer
         else:
             p = Path(path)
-            p.parent.mkdir(parents=True, exist_ok=True)
-            self._out = open(p, "ab")  # noqa: SIM115 - lives as long as the sink
+            check_file_writable(p, WHAT)
+            try:
+                self._out = open(p, "ab")  # noqa: SIM115 - lives as long as the sink
+                _drop_partial_line(self._out, p)
+            except OSError as e:
+                raise storage_error(e, p, WHAT) from None
         self._topic_json: dict[str, bytes] = {}
 
     @classmethod
@@ -57,10 +95,13 @@ class JsonLinesSink:
             if t is None:
                 t = tj[r.topic] = b'{"topic":' + orjson.dumps(r.topic) + b',"key":'
             parts += (t, b"null" if k is None else k, b',"value":', b"null" if v is None else v, b"}\n")
-        self._out.write(b"".join(parts))
-        self._out.flush()
-        if not self._stdout:
-            os.fsync(self._out.fileno())
+        try:
+            self._out.write(b"".join(parts))
+            self._out.flush()
+            if not self._stdout:
+                os.fsync(self._out.fileno())
+        except OSError as e:
+            raise storage_error(e, self._path, WHAT) from None
 
     def last_offset(self) -> tuple[int, dict[str, Any]] | None:
         return None

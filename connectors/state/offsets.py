@@ -5,6 +5,12 @@ columns connector, seq, offset (JSON text), committed_at (UTC). Each `save` appe
 one commit that also sets the app transaction `offsets:<connector>` = seq, so the newest saved
 seq is readable from the log alone (`last_seq`). `load` returns the row with the highest seq;
 `reset` deletes the connector's rows (a partition delete: metadata only).
+
+Saves come once a second from a streaming connector: every `COMPACT_EVERY` saves the
+connector's older rows are deleted (a metadata-only delete: one row per file) and files removed
+more than an hour ago are vacuumed, so `load` reads a handful of files however long the
+connector has run, and the directory does not fill with one file per second. A table this
+module creates keeps one day of log (`delta.logRetentionDuration`) instead of Delta's 30.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from connectors.api import TransientError
+from connectors.state.storage import storage_error
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +35,11 @@ SCHEMA = pa.schema([
     pa.field("offset", pa.string(), nullable=False),
     pa.field("committed_at", pa.timestamp("us", tz="UTC"), nullable=False),
 ])
+
+
+COMPACT_EVERY = 100
+VACUUM_RETENTION_HOURS = 1
+TABLE_CONFIGURATION = {"delta.logRetentionDuration": "interval 1 days"}
 
 
 def _sql_str(s: str) -> str:
@@ -45,6 +56,7 @@ class DeltaOffsetStore:
         self.app_id = f"offsets:{connector_name}"
         self._storage = dict(storage_options) if storage_options else None
         self._dt: Any = None
+        self._saves = 0
 
     def _table(self, refresh: bool = False) -> Any:
         from deltalake import DeltaTable
@@ -73,12 +85,21 @@ class DeltaOffsetStore:
             if dt is None:
                 write_deltalake(self.table_uri, row, mode="append", partition_by=["connector"],
                                 name="tidemark offsets", storage_options=self._storage,
-                                commit_properties=props)
+                                commit_properties=props, configuration=TABLE_CONFIGURATION)
             else:
                 # Other connectors append to the same table: delta-rs retries blind appends.
                 write_deltalake(dt, row, mode="append", partition_by=["connector"], commit_properties=props)
+            self._saves += 1
+            if self._saves % COMPACT_EVERY == 0:
+                self._compact(seq)
         except (DeltaError, OSError) as e:
-            raise TransientError(f"offset store {self.table_uri}: save failed: {e}") from None
+            raise storage_error(e, self.table_uri, "the offset store") from None
+
+    def _compact(self, seq: int) -> None:
+        """Drop this connector's rows older than `seq` (just saved) and vacuum old files."""
+        dt = self._table(refresh=True)
+        dt.delete(f"connector = {_sql_str(self.connector)} AND seq < {int(seq)}")
+        dt.vacuum(retention_hours=VACUUM_RETENTION_HOURS, enforce_retention_duration=False, dry_run=False)
 
     def load(self) -> tuple[int, dict[str, Any]] | None:
         dt = self._table(refresh=True)
