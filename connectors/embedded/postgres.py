@@ -210,23 +210,26 @@ class PgServer:
     def is_running(self) -> bool:
         return self.pid is not None
 
-    def stop(self, mode: str = "fast") -> None:
-        """Clean shutdown (``mode``: smart|fast|immediate), SIGKILL if it takes over a minute."""
+    def stop(self, mode: str = "fast", timeout: float = 60) -> bool:
+        """Clean shutdown (``mode``: smart|fast|immediate), SIGKILL if it takes over `timeout`
+        seconds. Returns False when it had to be killed."""
         sig = {"smart": signal.SIGTERM, "fast": signal.SIGINT, "immediate": signal.SIGQUIT}[mode]
         pid = self.pid
         if pid:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
-        self._reap(60)
+        return self._reap(timeout)
 
-    def _reap(self, timeout: float) -> None:
+    def _reap(self, timeout: float) -> bool:
         proc = self._proc
         if proc is None:
-            return
+            return True
         try:
             proc.wait(timeout)
+            return True
         except subprocess.TimeoutExpired:
             self.kill()
+            return False
 
     def restart(self) -> None:
         self.stop()

@@ -3,33 +3,44 @@
 `ReplicationStream` wraps a psycopg2 `LogicalReplicationConnection`. It yields
 `(data_start_lsn, payload_bytes)` pairs; decoding is `pgoutput.decode`'s job.
 
-Feedback rule: the server is never told a flush LSN beyond what the caller confirmed with
-`send_feedback`. psycopg2 2.9 breaks that rule on its own: when a keepalive arrives and the
-caller has confirmed an LSN >= the data_start of the last message read, it silently forwards
-its flush LSN to the keepalive's wal_end (verified: an idle stream moved confirmed_flush_lsn
-with no feedback call at all). The slot would then run ahead of the stored offsets, and a
-restart could not tell "idle" from "changes lost". Two measures keep psycopg2 from doing it:
+Feedback. The server is told the flush LSN the caller confirmed with `send_feedback` (the end LSN
+of the last transaction every sink holds). psycopg2 2.9 adds one rule of its own, inside
+`read_message`: when a keepalive arrives and the confirmed LSN is >= the data_start of the last
+message read (everything received so far is confirmed), it forwards the flush LSN to the
+keepalive's wal_end. That is what this stream relies on, deliberately:
 
-* the LSN handed to psycopg2 is capped at (data_start of the last message read) - 1. Confirming
-  `end_lsn - 1` of a commit is as good as `end_lsn` for the server (it skips a transaction whose
-  commit record starts before the confirmed LSN) and stays at or below what the caller confirmed;
-* at open, a non-transactional logical message (prefix `tidemark.sync`, filtered out here) is
-  written before START_REPLICATION, so a data message arrives before the walsender's first
-  "caught up" keepalive (before any data message psycopg2 treats 0 >= 0 as "all confirmed").
+* the walsender of a server shutting down (`pg_ctl stop -m fast`, a restart) sends everything,
+  then waits until the client reports exactly its last position; a client that never confirms
+  the keepalive position holds the whole shutdown until it disconnects (issue 8 #1). pg_recvlogical
+  and pgjdbc (Debezium) confirm it the same way;
+* an idle slot, or one whose WAL is all filtered out, keeps moving and does not pin WAL.
 
-Residual: a keepalive that arrives in the middle of a transaction whose Begin LSN is older than
-the confirmed LSN can still trigger psycopg2's forward; psycopg2 then reports the start of that
-transaction's commit record, which the server still re-sends after a restart (no data loss).
-Likewise, once the caller confirms the keepalive position itself (idle, everything stored),
-psycopg2 may forward to later keepalive positions until the next data message: only WAL with
-nothing for this publication lies in between, so `setup.check_resume` treats a slot ahead of
-the offsets as a warning unless `strict=True`.
+It is safe: a keepalive's wal_end is the end of the last WAL record the walsender decoded, and
+every change committed before it was sent (and read, and confirmed) before that keepalive; a
+transaction still being decoded commits after it, so the server re-sends it after a restart.
+The slot can therefore be ahead of the stored offsets only by WAL with nothing for this
+publication (`setup.check_resume` logs that), never by a change.
+
+Earlier versions capped the LSN below the last message's data_start to stop that forward, and
+wrote a `tidemark.sync` logical message into the WAL at every start so that a data message came
+before the first keepalive. Both are gone: the cap is what kept a fast shutdown waiting forever,
+and the marker reached every other logical slot and failed on a read-only standby. Nothing is
+written to the source now.
+
+Threads: psycopg2/libpq must not be used from two threads at once, and the engine may
+acknowledge from another thread. `send_feedback` therefore only records the LSN when called
+from another thread; the reading thread sends it with its next read (at most `timeout` later,
+at once while the walsender is pinging, as it does during a shutdown).
+
+End of stream: after a shutdown the server ends the COPY and closes the connection; that is a
+`TransientError` (the engine reconnects with backoff), never a terminal one.
 """
 
 from __future__ import annotations
 
 import logging
 import select
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -37,16 +48,12 @@ from typing import Any
 import psycopg2
 import psycopg2.extras
 
-from connectors.api import Lsn, TerminalError, TidemarkError
+from connectors.api import Lsn, TerminalError, TidemarkError, TransientError
 from connectors.postgres.setup import PgConnParams, connect, current_wal_lsn, translate_error
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ReplicationStream", "SYNC_PREFIX"]
-
-SYNC_PREFIX = "tidemark.sync"
-_SYNC_MARK = SYNC_PREFIX.encode() + b"\x00"
-_SYNC_AT = 10  # 'M' + flags(1) + lsn(8): where the prefix starts in a Message payload
+__all__ = ["ReplicationStream"]
 
 
 class ReplicationStream:
@@ -74,7 +81,6 @@ class ReplicationStream:
         status_interval_ms: int = 10000,
         messages: bool = True,
         extra_options: Mapping[str, str] | None = None,
-        sync_on_open: bool = True,
     ) -> None:
         self.params = params
         self.slot_name = slot_name
@@ -86,13 +92,12 @@ class ReplicationStream:
             self.options["messages"] = "true"
         if extra_options:
             self.options.update({k: str(v) for k, v in extra_options.items()})
-        self.sync_on_open = sync_on_open
         self._conn: Any = None
         self._cur: Any = None
         self._aux: Any = None
+        self._reader = 0  # thread that opened the stream: the only one that talks to libpq
         self._confirmed = 0  # highest LSN the caller confirmed
-        self._reported = 0  # highest LSN handed to psycopg2 (what the server is told)
-        self._last_data_start = 0  # mirrors psycopg2's last_msg_data_start
+        self._reported = 0  # highest LSN handed to psycopg2 (sent with the next status update)
         self._last_feedback = 0.0
 
     # ------------------------------------------------------------------ lifecycle
@@ -100,8 +105,6 @@ class ReplicationStream:
         """Connect and START_REPLICATION from `start_lsn` (0: the slot's confirmed_flush_lsn)."""
         if self._cur is not None:
             return
-        if self.sync_on_open:
-            self._emit_sync()
         self._conn = connect(self.params, replication=True, unreachable_is_transient=True)
         try:
             self._cur = self._conn.cursor()
@@ -116,6 +119,7 @@ class ReplicationStream:
             err = self._start_error(exc)
             self.close()
             raise err from exc
+        self._reader = threading.get_ident()
         self._last_feedback = time.monotonic()
         log.info(
             "streaming slot %s (publication %s) from %s",
@@ -160,34 +164,37 @@ class ReplicationStream:
         read = cur.read_message
         deadline = time.monotonic() + timeout
         try:
+            # A confirmation recorded by another thread goes out before the next read, so the
+            # keepalive that read may answer already sees it.
+            self._maybe_feedback(time.monotonic())
             while True:
                 msg = read()
                 while msg is not None:
-                    ds = msg.data_start
-                    payload = msg.payload
-                    self._last_data_start = ds
-                    if payload[0] != 77 or payload[_SYNC_AT : _SYNC_AT + len(_SYNC_MARK)] != _SYNC_MARK:
-                        append((ds, payload))
-                        if len(out) >= max_messages:
-                            break
+                    append((msg.data_start, msg.payload))
+                    if len(out) >= max_messages:
+                        break
                     msg = read()
                 if out:
                     break
                 now = time.monotonic()
                 if now >= deadline:
                     break
-                self._maybe_feedback(now)
                 # Wake up for data, or in time for the next status update.
                 wait = min(deadline - now, max(0.0, self._last_feedback + self.status_interval - now))
                 select.select([cur], [], [], max(wait, 0.001))
-            self._maybe_feedback(time.monotonic())
+                self._maybe_feedback(time.monotonic())
         except psycopg2.Error as exc:
-            raise translate_error(exc, f"reading replication slot {self.slot_name}") from exc
-        except OSError as exc:  # select on a closed socket
-            raise translate_error(
-                psycopg2.OperationalError(str(exc)), f"reading replication slot {self.slot_name}"
-            ) from exc
+            raise self._read_error(exc) from exc
+        except (OSError, ValueError) as exc:  # select on a closed socket (fd -1 is a ValueError)
+            raise self._read_error(psycopg2.OperationalError(str(exc))) from exc
         return out
+
+    def _read_error(self, exc: psycopg2.Error) -> TidemarkError:
+        if "no COPY in progress" in str(exc):
+            # The walsender ended the COPY (CopyDone) after the server's shutdown handshake.
+            return TransientError(f"the server ended the replication stream on slot {self.slot_name} "
+                                  "(shutting down or restarting)", "the connection will be retried")
+        return translate_error(exc, f"reading replication slot {self.slot_name}")
 
     def poll(self, timeout: float = 1.0) -> tuple[int, bytes] | None:
         """One message, or None after `timeout` seconds without one."""
@@ -207,23 +214,16 @@ class ReplicationStream:
     # ------------------------------------------------------------------ feedback
     def send_feedback(self, flush_lsn: int, *, force: bool = True) -> None:
         """Confirm that everything up to `flush_lsn` is durable downstream (write = flush =
-        apply). `force=False` only records it; it then goes out with the next status update."""
+        apply). From the reading thread it is sent at once (`force=False`: with the next status
+        update); from any other thread it is recorded and sent by the reader's next read."""
         if flush_lsn > self._confirmed:
             self._confirmed = int(flush_lsn)
-        self._push(force)
-
-    def _reportable(self) -> int:
-        # Stay below the last message's data_start (module docstring) — except when the caller
-        # confirmed the server's keepalive position itself: it does that only when idle with
-        # every received change stored, and it is what keeps an idle or filtered slot from
-        # pinning WAL (Debezium confirms its last received LSN the same way).
-        if self._cur is not None and self._confirmed >= self.wal_end > 0:
-            return self._confirmed
-        return min(self._confirmed, self._last_data_start - 1)
+        if threading.get_ident() == self._reader:
+            self._push(force)
 
     def _push(self, force: bool) -> None:
         cur = self._require()
-        value = self._reportable()
+        value = self._confirmed
         try:
             if value > self._reported:
                 self._reported = value
@@ -238,8 +238,8 @@ class ReplicationStream:
 
     def _maybe_feedback(self, now: float) -> None:
         # Re-send at least every status interval (psycopg2 also does inside read_message), and
-        # release LSNs that were capped until a newer message arrived.
-        if now - self._last_feedback >= self.status_interval or self._reportable() > self._reported:
+        # send what was confirmed since the last push.
+        if now - self._last_feedback >= self.status_interval or self._confirmed > self._reported:
             self._push(True)
 
     def request_status(self) -> None:
@@ -256,7 +256,8 @@ class ReplicationStream:
 
     @property
     def reported_lsn(self) -> int:
-        """The flush LSN the server has been told (<= confirmed_lsn)."""
+        """The flush LSN handed to psycopg2 (<= confirmed_lsn; psycopg2 may report a keepalive
+        position beyond it, see the module docstring)."""
         return self._reported
 
     @property
@@ -271,21 +272,6 @@ class ReplicationStream:
         except psycopg2.Error as exc:
             self._drop_aux()
             raise translate_error(exc, "reading pg_current_wal_lsn()") from exc
-
-    def emit_message(self, prefix: str, content: bytes | str = b"", transactional: bool = True) -> int:
-        """pg_logical_emit_message via the ordinary connection (e.g. heartbeats that let an
-        idle slot advance). Returns the message LSN."""
-        data = content.encode() if isinstance(content, str) else content
-        try:
-            with self._aux_conn().cursor() as c:
-                c.execute(
-                    "SELECT pg_logical_emit_message(%s, %s, %s::bytea)::text",
-                    (transactional, prefix, psycopg2.Binary(data)),
-                )
-                return Lsn.parse(c.fetchone()[0]).value
-        except psycopg2.Error as exc:
-            self._drop_aux()
-            raise translate_error(exc, "pg_logical_emit_message") from exc
 
     # ------------------------------------------------------------------ internals
     def _require(self) -> Any:
@@ -305,32 +291,3 @@ class ReplicationStream:
             except Exception:
                 pass
         self._aux = None
-
-    def _emit_sync(self) -> None:
-        try:
-            with self._aux_conn().cursor() as c:
-                # A message without a transaction id is not flushed at once (and the WAL writer
-                # may be hibernating); the walsender only sends flushed WAL. txid_current() gives
-                # the statement an xid, so its commit flushes the marker too.
-                c.execute(
-                    "SELECT pg_logical_emit_message(false, %s, ''::bytea)::text, txid_current()",
-                    (SYNC_PREFIX,),
-                )
-                lsn = c.fetchone()[0]
-                deadline = time.monotonic() + 5.0
-                while time.monotonic() < deadline:
-                    c.execute("SELECT pg_current_wal_flush_lsn() > %s::pg_lsn", (lsn,))
-                    if c.fetchone()[0]:
-                        return
-                    time.sleep(0.02)
-        except TidemarkError as exc:  # from connect()
-            if exc.transient:
-                raise
-            log.warning("could not write the %s marker (%s); continuing without it", SYNC_PREFIX, exc)
-        except psycopg2.Error as exc:
-            err = translate_error(exc, f"writing the {SYNC_PREFIX} marker")
-            self._drop_aux()
-            if err.transient:
-                raise err from exc
-            # e.g. no privilege for pg_logical_emit_message: stream anyway, with the residual risk.
-            log.warning("%s; continuing without it", err.message)

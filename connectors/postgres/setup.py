@@ -606,14 +606,17 @@ def current_wal_lsn(conn: Any) -> int:
 
 
 def check_resume(
-    info: SlotInfo | None, stored_lsn: int | None, slot_name: str = "", *, strict: bool = False
+    info: SlotInfo | None, stored_lsn: int | None, slot_name: str = "", *, strict: bool = False,
+    known_lsn: int = 0,
 ) -> TerminalError | None:
     """Whether streaming can resume from a stored offset. Returns the error to raise, or None.
 
     `stored_lsn` is the LSN the engine last acknowledged (what it would confirm to the slot).
     A missing slot or lost WAL is always an error. A slot whose confirmed_flush_lsn is ahead of
     `stored_lsn` is an error only with `strict=True`: the streaming source confirms idle
-    keepalive positions, so there a slot ahead of the offsets is normal and only logged.
+    keepalive positions, so there a slot ahead of the offsets is normal and only logged: as a
+    warning, unless the slot is no further than `known_lsn` (a position the server reported to
+    this process, e.g. before a restart of the server: the slot followed it, nothing was skipped).
     """
     if stored_lsn is None:
         return None
@@ -646,6 +649,11 @@ def check_resume(
         # The slot only moves past what the connector confirmed (after storing it) or past idle
         # WAL with nothing for this publication; PostgreSQL streams from the slot's position, as
         # Debezium does. Say so, because a slot re-created or advanced by hand looks the same.
+        if info.confirmed_flush_lsn <= known_lsn:
+            log.info("slot %s is at %s, past the stored offset %s by WAL with nothing for this connector "
+                     "(it follows the server's position while idle)", name, Lsn(info.confirmed_flush_lsn),
+                     Lsn(stored_lsn))
+            return None
         log.warning("stored offset LSN %s is older than slot %s's confirmed_flush_lsn %s; streaming "
                     "resumes at the slot's position (if the slot was re-created or advanced by hand, "
                     "changes in between were skipped: %s)", Lsn(stored_lsn), name,

@@ -48,6 +48,10 @@ class ConnectHistory:
     in progress (retried), not a wrong host or port (one clear error at the first start)."""
 
     connected: bool = False
+    # The highest position the server reported to this process on the slot (commit ends and
+    # keepalive positions). The slot follows keepalives once everything is confirmed (see
+    # replication.py), so after a server restart a slot up to here is our own doing, not a gap.
+    seen_lsn: int = 0
 
 
 # One history per loaded config when the caller passes none (the CLI's factory builds every
@@ -60,6 +64,10 @@ def history_for(cfg: ConnectorConfig) -> ConnectHistory:
 
 
 class PostgresSource:
+    # acknowledge() only records the LSN when called from another thread (the engine's offset
+    # flusher); the reading thread sends it (replication.ReplicationStream.send_feedback).
+    acknowledge_thread_safe = True
+
     def __init__(self, cfg: ConnectorConfig, *, until_caught_up: bool = False,
                  max_seconds: float | None = None, history: ConnectHistory | None = None) -> None:
         self.cfg = cfg
@@ -120,7 +128,8 @@ class PostgresSource:
                 log.warning("slot %s was dropped on the last stop (slot.drop.on.stop): changes made while the "
                             "connector was down are not streamed", slot_name)
             else:
-                err = setup.check_resume(info, int(start_offset.get("lsn_flush", 0)), slot_name)
+                err = setup.check_resume(info, int(start_offset.get("lsn_flush", 0)), slot_name,
+                                         known_lsn=self.history.seen_lsn)
                 if err is not None:
                     raise err
         setup.attach_with_retry(lambda: setup.ensure_slot(self._conn, slot_name, src["plugin.name"]),
@@ -199,6 +208,7 @@ class PostgresSource:
         src_ts = 0
         next_hb = time.monotonic() + self.heartbeat_s if self.heartbeat_s else None
         start_key = self._start_key
+        history = self.history
         skipped, tombstones = self.skipped, self.tombstones
         message_topic = self.namer.message_topic()
         more_cut = False
@@ -211,17 +221,27 @@ class PostgresSource:
             return {"lsn_flush": flush_lsn, "lsn_commit": c, "lsn": lsn, "sub": sub, "txId": tx.xid,
                     "seq_commit": tx.prev_commit, "ts_usec": tx.commit_ts, "complete": False}
 
+        yielded_flush = flush_lsn  # lsn_flush of the last batch handed to the engine
+
         def cut(in_tx: bool, more: bool = False) -> Batch:
-            nonlocal pending, n_tx, more_cut, n_filtered
+            nonlocal pending, n_tx, more_cut, n_filtered, yielded_flush
             more_cut = more
+            yielded_flush = flush_lsn
             b = Batch(pending, offset(pending[-1] if (in_tx and pending) else None),
                       extra={"transactions": n_tx, "source_ts_ms": src_ts, "more": more, "filtered": n_filtered})
             pending, n_tx, n_filtered = [], 0, 0
             return b
 
+        def heartbeat() -> Batch:
+            nonlocal yielded_flush
+            yielded_flush = flush_lsn
+            return self._heartbeat(offset())
+
         while True:
             if self._stop or (self.deadline is not None and time.monotonic() > self.deadline):
-                if pending:
+                if pending or (tx is None and flush_lsn > yielded_flush):
+                    # A position-only batch too: the offsets then hold the idle position the
+                    # slot already follows, and the next start has no gap to explain.
                     yield cut(tx is not None)
                 return
             msgs = stream.read_batch(self.max_batch, self.poll_s)
@@ -332,15 +352,19 @@ class PostgresSource:
                 wal_end = stream.wal_end
                 if wal_end > flush_lsn:
                     flush_lsn = wal_end
+                if flush_lsn > history.seen_lsn:
+                    history.seen_lsn = flush_lsn
                 if pending or more_cut:
                     # Also after a size cut with nothing left: tells the engine to commit now.
                     more_cut = False
                     yield cut(False)
                 if next_hb is not None and now >= next_hb:
                     next_hb = now + self.heartbeat_s
-                    yield self._heartbeat(offset())
+                    yield heartbeat()
                 if self._target is not None:
                     if flush_lsn >= self._target:
+                        if flush_lsn > yielded_flush:
+                            yield cut(False)  # the idle position (see the stop above)
                         return  # caught up: no need to wait out another poll interval first
                     if not msgs:
                         stream.request_status()
@@ -348,7 +372,7 @@ class PostgresSource:
                 next_hb = now + self.heartbeat_s
                 if pending:
                     yield cut(False)
-                yield self._heartbeat(offset())
+                yield heartbeat()
 
     def _heartbeat(self, off: dict[str, Any]) -> Batch:
         if self.heartbeat_query:
