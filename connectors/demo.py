@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
 from connectors.api import TerminalError
@@ -64,14 +65,31 @@ MARIADB = Dialect(tags=lambda t: "[" + ",".join(f'"{x}"' for x in t) + "]",
                   delete_newest="DELETE FROM orders ORDER BY id DESC LIMIT 1")
 
 
-def workload(conn: Any, n: int, rnd: random.Random, dialect: Dialect = PG) -> None:
+def workload(conn: Any, n: int, rnd: random.Random, dialect: Dialect = PG, *, pace_s: float = 0.0,
+             progress: Callable[[int, int], None] = lambda done, records: None) -> int:
+    """Run the shop workload (autocommit: one transaction per statement), `pace_s` apart, and
+    return the number of Kafka records it makes the connector emit: one per inserted or
+    updated row, two per deleted row (the delete and its tombstone). `progress(statements,
+    records)` is called after each statement."""
     cur = conn.cursor()
+    records = 0
+    done = 0
+
+    def run(sql: str, params: Any = None, per_row: int = 1) -> None:
+        nonlocal records, done
+        cur.execute(sql, params)
+        records += max(cur.rowcount, 0) * per_row
+        done += 1
+        progress(done, records)
+        if pace_s:
+            time.sleep(pace_s)  # pacing the demo's workload so it can be watched, not a wait
+
     for i in range(max(3, n // 20)):
-        cur.execute("INSERT INTO products (name, price, tags) VALUES (%s, %s, %s)",
-                    (f"product-{i}", round(rnd.uniform(1, 500), 2), dialect.tags(["demo", f"cat{i % 3}"])))
+        run("INSERT INTO products (name, price, tags) VALUES (%s, %s, %s)",
+            (f"product-{i}", round(rnd.uniform(1, 500), 2), dialect.tags(["demo", f"cat{i % 3}"])))
     for i in range(max(5, n // 10)):
-        cur.execute("INSERT INTO customers (first_name, last_name, email) VALUES (%s, %s, %s)",
-                    (f"First{i}", f"Last{i}", f"user{i}.{rnd.randrange(1 << 30)}@example.com"))
+        run("INSERT INTO customers (first_name, last_name, email) VALUES (%s, %s, %s)",
+            (f"First{i}", f"Last{i}", f"user{i}.{rnd.randrange(1 << 30)}@example.com"))
     cur.execute("SELECT id FROM customers")
     customers = [r[0] for r in cur.fetchall()]
     cur.execute("SELECT id FROM products")
@@ -79,16 +97,16 @@ def workload(conn: Any, n: int, rnd: random.Random, dialect: Dialect = PG) -> No
     for _ in range(n):
         r = rnd.random()
         if r < 0.6:
-            cur.execute("INSERT INTO orders (customer_id, product_id, quantity, ordered_on) "
-                        "VALUES (%s, %s, %s, current_date)", (rnd.choice(customers), rnd.choice(products),
-                                                               rnd.randint(1, 9)))
+            run("INSERT INTO orders (customer_id, product_id, quantity, ordered_on) VALUES (%s, %s, %s, current_date)",
+                (rnd.choice(customers), rnd.choice(products), rnd.randint(1, 9)))
         elif r < 0.85:
-            cur.execute(dialect.ship_oldest)
+            run(dialect.ship_oldest)
         elif r < 0.95:
-            cur.execute("UPDATE customers SET vip = NOT vip WHERE id = %s", (rnd.choice(customers),))
+            run("UPDATE customers SET vip = NOT vip WHERE id = %s", (rnd.choice(customers),))
         else:
-            cur.execute(dialect.delete_newest)
+            run(dialect.delete_newest, per_row=2)
     cur.close()
+    return records
 
 
 SOURCES = ("postgres", "mariadb")
@@ -153,8 +171,9 @@ def _server(name: str, base: Path) -> Iterator[tuple[dict[str, str], Callable[[]
 
 def _stream_with_workload(console: Console, props: dict[str, str], connect: Callable[[], Any],
                           dialect: Dialect, rows: int) -> None:
-    """Stream while the workload runs, stop, then a bounded run (`--until-caught-up`) takes the
-    rest up to the server's log position: the same two modes a scheduler uses."""
+    """Stream while a paced workload runs, showing the changes land as they are made; once
+    everything landed, stop, and a bounded run (`--until-caught-up`) checks there is nothing
+    left up to the server's log position: the same two modes a scheduler uses."""
     from connectors.cli import build_engine
     from connectors.config import from_mapping
     from connectors.engine import close_all
@@ -176,12 +195,32 @@ def _stream_with_workload(console: Console, props: dict[str, str], connect: Call
         _wait(lambda: engine.stats.connections > 0 or errors or not t.is_alive(), 60, "the connector to start")
         if errors:
             raise errors[0]
-        console.print(f"running a workload of {rows} changes while the connector streams ...")
-        conn = connect()
-        try:
-            workload(conn, rows, random.Random(42), dialect)
-        finally:
-            conn.close()
+        made = 0
+        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:>5.0f}"),
+                      console=console, transient=False) as bar:
+            committed = bar.add_task("changes committed by the workload", total=None)
+            landed = bar.add_task("records landed (Delta + jsonl)", total=None)
+
+            def progress(_done: int, records: int) -> None:
+                nonlocal made
+                made = records
+                bar.update(committed, completed=records)
+                bar.update(landed, completed=engine.stats.records)
+
+            conn = connect()
+            try:
+                # ~4 s of work whatever --rows is: enough to watch, short enough to wait for
+                made = workload(conn, rows, random.Random(42), dialect, pace_s=min(0.02, 4.0 / max(rows, 1)),
+                                progress=progress)
+            finally:
+                conn.close()
+            bar.update(committed, completed=made, total=made)
+            bar.update(landed, total=made)
+            deadline = time.monotonic() + 60
+            while engine.stats.records < made and time.monotonic() < deadline and t.is_alive():
+                bar.update(landed, completed=engine.stats.records)
+                time.sleep(0.05)
+            bar.update(landed, completed=engine.stats.records)
     finally:
         engine.stop()
         t.join(60)
@@ -194,8 +233,8 @@ def _stream_with_workload(console: Console, props: dict[str, str], connect: Call
         bounded.run()
     finally:
         close_all(bounded.sinks)
-    console.print(f"{streamed} records while streaming, {bounded.stats.records} more in the bounded "
-                  "catch-up run")
+    console.print(f"{streamed} records streamed live as the workload ran, {bounded.stats.records} more in the "
+                  "bounded catch-up run (--until-caught-up)")
 
 
 MARKER = ".tidemark-demo"

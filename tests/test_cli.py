@@ -254,6 +254,10 @@ def test_demo_is_bounded_and_reports_counts(tmp_path: Path) -> None:
             assert counts.get((tables[1], "tombstone"), 0) == sum(1 for r in jsonl if r["value"] is None)
             assert {r["topic"] for r in jsonl} == {f"shop_{source}.{t}" for t in tables}
             assert f"{len(jsonl)} Kafka-format records in {workdir / f'{source}.jsonl'}" in proc.stdout
+        # the live phase shows the workload arriving: everything lands while it streams, the
+        # bounded run afterwards finds nothing left (once per source)
+        live = re.findall(r"(\d+) records streamed live as the workload ran, (\d+) more", proc.stdout)
+        assert len(live) == 2 and all(int(n) > 0 and more == "0" for n, more in live), proc.stdout
     assert not list((workdir / "servers").glob("*/data")), "the demo's servers were not removed"
 
 
