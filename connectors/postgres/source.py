@@ -13,7 +13,7 @@ import logging
 import time
 import weakref
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from connectors import envelope as env
@@ -52,6 +52,8 @@ class ConnectHistory:
     # keepalive positions). The slot follows keepalives once everything is confirmed (see
     # replication.py), so after a server restart a slot up to here is our own doing, not a gap.
     seen_lsn: int = 0
+    # Columns already reported as left out (no Debezium mapping): one warning per run.
+    warned_columns: set[tuple[str, str]] = field(default_factory=set)
 
 
 # One history per loaded config when the caller passes none (the CLI's factory builds every
@@ -140,7 +142,8 @@ class PostgresSource:
         self._order_commit = int(start_offset.get("lsn_commit", 0)) if start_offset else 0
         self._seq_commit = start_offset.get("seq_commit") if start_offset else None
         self._target = setup.current_wal_lsn(self._conn) if self.until_caught_up else None
-        self._tables = TableCache(self._conn, self.cfg, self.namer, self.filters, self.rules)
+        self._tables = TableCache(self._conn, self.cfg, self.namer, self.filters, self.rules,
+                                  warned=self.history.warned_columns)
         # skip.messages.without.change / event.processing.failure.handling.mode: chosen once here.
         factory = factory_class(src)
         self._events = factory(self.cfg.topic_prefix, src["database.dbname"], self.namer.transaction_topic,

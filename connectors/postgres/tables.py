@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 class TableCache:
     def __init__(self, conn: Any, cfg: ConnectorConfig, namer: TopicNamer, filters: TableFilters,
-                 rules: ColumnRules) -> None:
+                 rules: ColumnRules, warned: set[tuple[str, str]] | None = None) -> None:
         self.conn, self.cfg, self.namer, self.filters, self.rules = conn, cfg, namer, filters, rules
         self.modes = types.TypeModes.from_config(cfg.source)
         try:
@@ -35,7 +35,7 @@ class TableCache:
             raise translate_error(exc, "reading the type catalog (pg_type)") from exc
         self._relations: dict[int, pgoutput.Relation] = {}
         self._schemas: dict[int, TableSchema | None] = {}
-        self._warned: set[tuple[str, str]] = set()
+        self._warned = warned if warned is not None else set()  # columns already reported left out
 
     def relation(self, rel: pgoutput.Relation) -> None:
         old = self._relations.get(rel.oid)
@@ -77,11 +77,7 @@ class TableCache:
                 source_types[rc.name] = (f"{rel.namespace}.{rel.name}.{tname}", params)
             mapping = types.column_mapping(ci, self.registry, self.modes)
             if mapping is None:
-                key = (f"{rel.namespace}.{rel.name}", rc.name)
-                if key not in self._warned:
-                    self._warned.add(key)
-                    log.warning("column %s.%s has a type Tidemark cannot map (oid %s); it is left out "
-                                "(set include.unknown.datatypes=true to send it as bytes)", *key, rc.type_oid)
+                self._warn_left_out(f"{rel.namespace}.{rel.name}", ci)
                 cols.append(ColumnDef(rc.name, mapping_schema_placeholder(), emitted=False))
                 continue
             cols.append(ColumnDef(rc.name, mapping.schema, mapping.convert, ci.type_name, ci.length, ci.scale,
@@ -91,6 +87,28 @@ class TableCache:
                                  namer=self.namer, filters=self.filters, rules=self.rules,
                                  source_schema=env.PG_SOURCE, unavailable_marker=pgoutput.UNCHANGED_TOAST,
                                  source_type=lambda c: source_types[c.name])
+
+
+    def _warn_left_out(self, table: str, ci: catalog.ColumnInfo) -> None:
+        # Once per column and run: a table's schema is rebuilt on every new Relation message
+        # (reconnects, ALTERs), and the column stays left out the same way each time.
+        key = (table, ci.name)
+        if key in self._warned:
+            return
+        self._warned.add(key)
+        info = self.registry.get(ci.type_oid)
+        kind = _KINDS.get(info.typtype, "") if info is not None else ""
+        if info is not None and info.is_array:
+            elem = self.registry.get(info.elem_oid)
+            kind = f"an array of {elem.name}" if elem is not None else "an array"
+        name = ci.type_name or (info.name if info is not None else f"oid {ci.type_oid}")
+        log.warning("column %s.%s (type %s%s) has no Debezium mapping and is left out of the change events, "
+                    "as Debezium does; set include.unknown.datatypes=true to send its text as bytes",
+                    table, ci.name, name, f", {kind}" if kind else "")
+
+
+_KINDS = {"c": "a composite type", "m": "a multirange", "p": "a pseudo-type", "d": "a domain",
+          "r": "a range", "b": "a base type", "e": "an enum"}
 
 
 def mapping_schema_placeholder() -> Any:

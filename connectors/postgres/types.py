@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import logging
 import re
 import struct as _struct
 import uuid as _uuid
@@ -31,8 +30,6 @@ from typing import Any
 from connectors import temporal as T
 from connectors.postgres.catalog import NO_TYPMOD, ColumnInfo, TypeInfo, TypeRegistry
 from connectors.schema import NO_DEFAULT, Schema, prim, struct
-
-log = logging.getLogger(__name__)
 
 UNKNOWN_LENGTH = 2147483647  # pgjdbc's default "unknownLength"
 VARIABLE_SCALE_DECIMAL_LENGTH = 131089  # pgjdbc display size of an unconstrained numeric
@@ -619,16 +616,12 @@ def column_mapping(col: ColumnInfo, registry: TypeRegistry, modes: TypeModes) ->
     """Schema + converter for one column, or None when Debezium would drop the column."""
     info = registry.get(col.type_oid)
     if info is None:
-        log.warning("column %s: unknown type OID %s, dropped", col.name, col.type_oid)
         return None
     length, scale = debezium_length_scale(info, col.typmod, registry)
     root, _ = registry.root(info)
     mapped = _type_mapping(root, length, scale, registry, modes)
     if mapped is None:
-        if not modes.include_unknown:
-            log.warning("column %s of type %s is not supported by Debezium and is dropped "
-                        "(set include.unknown.datatypes=true to keep it as bytes)", col.name, col.type_name)
-        return None
+        return None  # the caller warns, once per column (tables.TableCache)
     schema, convert = mapped
     schema = schema.with_optional(not col.not_null)
     default = _default_value(col, info, convert, modes, registry)

@@ -438,3 +438,32 @@ PARTITION_STEPS: list[tuple[str, list[str]]] = [
       "DELETE FROM meas WHERE id = 2"]),
     ("last marker row", ["INSERT INTO plain VALUES (999)"]),
 ]
+
+
+# Types Debezium has no mapping for (issue 8 #12): a composite type, multiranges (PostgreSQL 14+),
+# an array of a composite and a domain over a composite. Debezium leaves such a column out, or
+# sends its text as bytes with include.unknown.datatypes=true.
+UNKNOWN_SCHEMA_SQL = [
+    "CREATE TYPE pair AS (a integer, b text)",
+    "CREATE DOMAIN pair_dom AS pair",
+    """CREATE TABLE odd_types (
+        id integer PRIMARY KEY,
+        c_pair pair,
+        c_pair_arr pair[],
+        c_pair_dom pair_dom,
+        c_int4multirange int4multirange,
+        c_datemultirange datemultirange,
+        c_nummultirange nummultirange,
+        c_text text)""",
+    "CREATE TABLE plain (id integer PRIMARY KEY)",
+]
+
+UNKNOWN_STEPS: list[tuple[str, list[str]]] = [
+    ("composite and multirange columns: insert, update, delete, nulls",
+     ["INSERT INTO odd_types VALUES (1, ROW(1, 'x'), ARRAY[ROW(2, 'y')::pair], ROW(3, 'z'), "
+      "'{[1,3), [5,7)}', '{[2024-01-01,2024-02-01)}', '{[1.5,2.5]}', 't')",
+      "INSERT INTO odd_types (id, c_text) VALUES (2, 'nulls')",
+      "UPDATE odd_types SET c_pair = ROW(9, 'q'), c_text = 'u' WHERE id = 1",
+      "DELETE FROM odd_types WHERE id = 2"]),
+    ("last marker row", ["INSERT INTO plain VALUES (999)"]),
+]

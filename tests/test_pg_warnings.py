@@ -1,0 +1,70 @@
+"""Start-up and schema warnings of the PostgreSQL source, read in-process with caplog: columns
+Debezium has no mapping for (issue 8 #12), include lists that match nothing and FOR ALL TABLES
+publications over tables without a replica identity (#8)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from connectors.api import Record
+from connectors.config import ConnectorConfig, from_mapping
+from connectors.postgres.source import ConnectHistory, PostgresSource
+
+
+def _config(server: Any, tmp_path: Path, dbname: str, slot: str, **source: Any) -> ConnectorConfig:
+    props = {f"debezium.source.{k}": v for k, v in server.props(**{"database.dbname": dbname}).items()}
+    props.update({f"debezium.source.{k}": str(v) for k, v in source.items()})
+    props.update({"debezium.source.connector.class": "postgres", "debezium.source.topic.prefix": "tm",
+                  "debezium.source.slot.name": slot, "debezium.source.publication.name": slot,
+                  "debezium.source.poll.interval.ms": "100", "debezium.sink.type": "jsonl",
+                  "debezium.sink.jsonl.path": str(tmp_path / "out.jsonl"), "tidemark.warehouse": str(tmp_path)})
+    return from_mapping(props)
+
+
+def _run(cfg: ConnectorConfig, history: ConnectHistory) -> list[Record]:
+    """One connector attempt until caught up (the slot's position is the start)."""
+    src = PostgresSource(cfg, until_caught_up=True, max_seconds=60, history=history)
+    src.open(None)
+    records: list[Record] = []
+    try:
+        for b in src.batches():
+            records += b.records
+            src.acknowledge(b.offset)  # as the engine does once the sinks hold the batch
+    finally:
+        src.close()
+    return records
+
+
+def _warnings(caplog: pytest.LogCaptureFixture, text: str) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and text in r.getMessage()]
+
+
+def test_unmapped_column_types_warn_once_per_column(pg: Any, pg_database: str, tmp_path: Path, unique_name: Any,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    conn = pg.connect(dbname=pg_database)
+    cur = conn.cursor()
+    cur.execute("CREATE TYPE pair AS (a integer, b text)")
+    cur.execute("CREATE TABLE odd (id int PRIMARY KEY, c_pair pair, c_pairs pair[], c_mr int4multirange, v text)")
+    cfg = _config(pg, tmp_path, pg_database, unique_name("slot"))
+    history = ConnectHistory()
+    with caplog.at_level(logging.WARNING, logger="connectors.postgres"):
+        _run(cfg, history)  # creates slot and publication
+        cur.execute("INSERT INTO odd VALUES (1, ROW(1, 'x'), ARRAY[ROW(2, 'y')::pair], '{[1,3)}', 'a')")
+        first = _run(cfg, history)
+        # A new Relation message (ALTER) and a new attempt rebuild the table's schema: no new warning.
+        cur.execute("ALTER TABLE odd ADD COLUMN w int")
+        cur.execute("INSERT INTO odd VALUES (2, ROW(3, 'z'), NULL, NULL, 'b', 7)")
+        second = _run(cfg, history)
+    conn.close()
+    assert [r.value["after"] for r in first + second if r.value is not None and r.topic.endswith(".odd")] == [
+        {"id": 1, "v": "a"}, {"id": 2, "v": "b", "w": 7}]
+    left_out = _warnings(caplog, "has no Debezium mapping")
+    assert len(left_out) == 3, left_out
+    assert any("odd.c_pair (type pair, a composite type)" in m for m in left_out), left_out
+    assert any("odd.c_pairs (type pair[], an array of pair)" in m for m in left_out), left_out
+    assert any("odd.c_mr (type int4multirange, a multirange)" in m for m in left_out), left_out
+    assert all("include.unknown.datatypes=true" in m for m in left_out)
