@@ -51,6 +51,7 @@ FIXTURE_MARKERS: dict[str, str] = {
     "mariadb_database": "mariadb",
     "kafka": "kafka",
     "spark": "spark",
+    "azurite": "objectstore",
 }
 
 _startup_times: dict[str, float] = {}
@@ -121,6 +122,18 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture(scope="session")
+def azurite() -> Iterator[Any]:
+    """The shared object store (Azurite's blob service): `az://` URIs for delta-rs."""
+    from harness.azurite import start_azurite
+
+    server = start_azurite()
+    try:
+        yield server
+    finally:
+        server.destroy()
 
 
 # --- per-test servers and databases ---------------------------------------------------------

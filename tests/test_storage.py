@@ -166,3 +166,49 @@ def test_a_warehouse_that_turns_read_only_stops_the_connector(pg: Any, pg_databa
         assert "Read-only file system" in err and str(fs) in err and "tidemark: error:" in err, err
         assert "retrying" not in err, err
     pg.execute(f"SELECT pg_drop_replication_slot('{slot}')", dbname=pg_database)
+
+
+# --------------------------------------------------------------------------- object store
+def test_delta_change_log_on_an_object_store(pg: Any, pg_database: str, unique_name: Any, tmp_path: Path,
+                                             azurite: Any) -> None:
+    """The Delta sink writes to an object store (Azurite, signed requests); refused credentials
+    are a terminal error at start, before the slot exists, and the key never shows."""
+    from deltalake import DeltaTable
+
+    container = azurite.create_container(unique_name("lake").replace("_", "-"))
+    uri = f"az://{container}/tm/changelog"
+    pg.execute("CREATE TABLE t (id int PRIMARY KEY)", dbname=pg_database)
+    pg.execute("INSERT INTO t VALUES (0)", dbname=pg_database)
+    slot = unique_name("slot")
+
+    def config(key: str) -> Path:
+        opts = {f"debezium.sink.delta.storage.{k}": v for k, v in azurite.storage_options(key).items()}
+        return write_config(tmp_path / "c.properties", pg, slot=slot, sinks="delta", dbname=pg_database,
+                            warehouse=tmp_path / "wh", **{"debezium.sink.delta.table.path": uri, **opts})
+
+    wrong_key = "d3Jvbmcta2V5LW5vdC10aGUtYWNjb3VudHMtb3duLWtleS1hdC1hbGwtMTIzNDU2Nzg5MA=="
+    proc = run_cli("run", "--config", str(config(wrong_key)), "--until-caught-up", check=False, timeout=60)
+    assert proc.returncode == 1, proc.stderr
+    assert f"the Delta change log {uri}" in proc.stderr and "403" in proc.stderr, proc.stderr
+    assert "AuthorizationFailure" in proc.stderr and "check the object-store credentials" in proc.stderr
+    assert wrong_key not in proc.stderr and "retrying" not in proc.stderr
+    assert slot not in _slots(pg)
+
+    # with the right key the connector streams into the container
+    cfg = config(azurite.storage_options()["azure_storage_account_key"])
+    proc = popen_cli("run", "--config", str(cfg), log=tmp_path / "run.log")
+    try:
+        wait_until(lambda: pg.query("SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,)),
+                   timeout=60, what="the connector's slot", on_timeout=(tmp_path / "run.log").read_text)
+        pg.execute("INSERT INTO t VALUES (1), (2)", dbname=pg_database)
+
+        def rows() -> int:
+            if not DeltaTable.is_deltatable(uri, storage_options=azurite.storage_options()):
+                return 0
+            return DeltaTable(uri, storage_options=azurite.storage_options()).to_pyarrow_table(columns=["op"]).num_rows
+
+        wait_until(lambda: rows() == 2, timeout=60, what="two rows in the object-store change log")
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=60) == 0
+    pg.execute(f"SELECT pg_drop_replication_slot('{slot}')", dbname=pg_database)

@@ -221,7 +221,8 @@ def remove_dir(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def reap_stale(pid_files: Sequence[str] = ("data/postmaster.pid", "mysqld.pid", "tansu.pid")) -> list[Path]:
+def reap_stale(pid_files: Sequence[str] = ("data/postmaster.pid", "mysqld.pid", "tansu.pid", "azurite.pid"),
+               ) -> list[Path]:
     """Kill servers and remove directories left behind by test sessions that died (SIGKILL, OOM).
 
     Only directories whose owner pid is gone are touched, and a process is killed only if its

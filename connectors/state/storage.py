@@ -28,9 +28,10 @@ _TERMINAL_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno
 _TERMINAL_TEXT = re.compile(
     r"os error (?:13|1|30|20|21|2)\b|code: (?:13|1|30|20|21|2),|permission denied|read-only file system"
     r"|not a directory|no such file or directory"
-    r"|status:? (?:401|403)\b|forbidden|unauthori[sz]ed|access ?denied|invalidaccesskeyid"
-    r"|signaturedoesnotmatch|expiredtoken|authorizationfailure|authenticationfailed|invalid.?credential"
-    r"|no ?credential|missing credential",
+    r"|status:? (?:401|403)\b|\b40[13] (?:forbidden|unauthorized)|forbidden|unauthori[sz]ed|access ?denied"
+    r"|invalidaccesskeyid|signaturedoesnotmatch|expiredtoken|authorizationfailure|authenticationfailed"
+    r"|invalid.?credential|no ?credential|missing credential|lacked the necessary privileges"
+    r"|containernotfound|nosuchbucket|bucket.{0,40}not found",
     re.IGNORECASE,
 )
 
@@ -46,7 +47,10 @@ def local_path(uri: str | Path) -> Path:
     return Path(urlparse(text).path if text.startswith("file://") else text)
 
 
-def _hint(what: str) -> str:
+def _hint(what: str, uri: str | Path = "") -> str:
+    if uri and not is_local(uri):
+        return ("check the object-store credentials and the bucket/container name (the storage options, e.g. "
+                f"debezium.sink.delta.storage.*) and that the account may write there; or point {what} elsewhere")
     return (f"make {what} writable by the user running Tidemark (owner, mode, mount options), "
             "or point the setting at a writable location")
 
@@ -106,19 +110,26 @@ def storage_error(exc: BaseException, uri: str | Path, what: str) -> TidemarkErr
     """The error to raise for a failed write to `uri`: terminal when retrying cannot help
     (permissions, read-only file system, a missing or non-directory path, credentials),
     transient otherwise (a network fault, a commit conflict, a full disk an operator may free)."""
-    text = str(exc)
+    text = _ANSI.sub("", str(exc))
     first = next(iter(text.strip().splitlines()), "") or type(exc).__name__
-    # delta-rs puts the operating system's reason on a later line (`Os { ..., message: "..." }`).
+    # delta-rs puts the reason on later lines: the operating system's (`Os { ..., message: "..." }`)
+    # or the object store's HTTP status and error code.
     reason = _OS_REASON.search(text)
     if reason and reason.group(1) not in first:
         first = f"{first}: {reason.group(1)}"
+    status, code = _HTTP_STATUS.search(text), _STORE_CODE.search(text)
+    if status:
+        first = f"{first}: HTTP {status.group(1)}" + (f" {code.group(1)}" if code else "")
     errno_ = getattr(exc, "errno", None)
     if errno_ in _TERMINAL_ERRNOS or _TERMINAL_TEXT.search(text):
-        return TerminalError(f"{what} {uri}: {first}", _hint(what))
+        return TerminalError(f"{what} {uri}: {first}", _hint(what, uri))
     return TransientError(f"{what} {uri}: {first}")
 
 
 _OS_REASON = re.compile(r'message: "([^"]+)"')
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_HTTP_STATUS = re.compile(r"\b([45]\d\d [A-Z][A-Za-z ]+?)\s*$", re.MULTILINE)
+_STORE_CODE = re.compile(r"<Code>(\w+)</Code>")
 
 
 __all__ = ["check_file_writable", "check_writable", "is_local", "local_path", "storage_error"]
