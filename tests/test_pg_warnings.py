@@ -8,6 +8,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import psycopg2
 import pytest
 
 from connectors.api import Record
@@ -68,3 +69,51 @@ def test_unmapped_column_types_warn_once_per_column(pg: Any, pg_database: str, t
     assert any("odd.c_pairs (type pair[], an array of pair)" in m for m in left_out), left_out
     assert any("odd.c_mr (type int4multirange, a multirange)" in m for m in left_out), left_out
     assert all("include.unknown.datatypes=true" in m for m in left_out)
+
+
+def test_include_lists_matching_nothing_warn_with_the_tables(pg: Any, pg_database: str, tmp_path: Path,
+                                                             unique_name: Any, caplog: pytest.LogCaptureFixture) -> None:
+    conn = pg.connect(dbname=pg_database)
+    cur = conn.cursor()
+    cur.execute("CREATE SCHEMA shop")
+    cur.execute("CREATE TABLE shop.orders (id int PRIMARY KEY)")
+    cur.execute("CREATE TABLE public.customers (id int PRIMARY KEY)")
+    conn.close()
+    # Typical slips: the table without its schema, a schema name with a typo.
+    cfg = _config(pg, tmp_path, pg_database, unique_name("slot"), **{"table.include.list": "orders",
+                                                                      "schema.include.list": "shopp"})
+    history = ConnectHistory()
+    with caplog.at_level(logging.WARNING, logger="connectors.postgres"):
+        _run(cfg, history)
+        _run(cfg, history)  # a reconnect does not repeat it
+    found = _warnings(caplog, "matches")
+    assert len(found) == 1, found
+    msg = found[0]
+    assert f"no table in database {pg_database} matches" in msg
+    assert "schema.include.list=shopp; table.include.list=orders" in msg
+    assert "public.customers, shop.orders" in msg
+
+
+def test_all_tables_publication_over_keyless_tables_warns(pg: Any, pg_database: str, tmp_path: Path,
+                                                          unique_name: Any, caplog: pytest.LogCaptureFixture) -> None:
+    conn = pg.connect(dbname=pg_database)
+    cur = conn.cursor()
+    cur.execute("CREATE TABLE keyed (id int PRIMARY KEY)")
+    cur.execute("CREATE TABLE full_ident (v int)")
+    cur.execute("ALTER TABLE full_ident REPLICA IDENTITY FULL")
+    cur.execute("CREATE TABLE bare (v int)")
+    cur.execute("INSERT INTO bare VALUES (1)")
+    slot = unique_name("slot")
+    cfg = _config(pg, tmp_path, pg_database, slot, **{"publication.autocreate.mode": "all_tables"})
+    history = ConnectHistory()
+    with caplog.at_level(logging.WARNING, logger="connectors.postgres"):
+        _run(cfg, history)
+        _run(cfg, history)  # the publication exists now: nothing new to say
+    found = _warnings(caplog, "replica identity")
+    assert len(found) == 1, found
+    assert f"publication {slot} was created FOR ALL TABLES" in found[0] and "public.bare." in found[0]
+    assert "keyed" not in found[0] and "full_ident" not in found[0]
+    # What the warning says the application now meets:
+    with pytest.raises(psycopg2.Error, match="does not have a replica identity"):
+        cur.execute("DELETE FROM bare")
+    conn.close()

@@ -600,6 +600,45 @@ def list_tables(conn: Any) -> list[tuple[str, str, str, str, bool]]:
     return [(s, t, k, ri, bool(pk)) for s, t, k, ri, pk in rows]
 
 
+FILTER_LISTS = ("schema.include.list", "schema.exclude.list", "table.include.list", "table.exclude.list")
+_NAMES_SHOWN = 20  # tables named in a warning; the rest are counted
+
+
+def _some(names: list[str]) -> str:
+    shown = ", ".join(names[:_NAMES_SHOWN])
+    return shown + (f" and {len(names) - _NAMES_SHOWN} more" if len(names) > _NAMES_SHOWN else "")
+
+
+def warn_nothing_captured(source: Mapping[str, Any], tables: list[tuple[str, str, str, str, bool]],
+                          dbname: str) -> None:
+    """The include/exclude lists match no existing table: say so at start, with the lists and the
+    tables there are (a run would otherwise stream nothing, silently)."""
+    lists = {k: source.get(k) for k in FILTER_LISTS if source.get(k)}
+    if not lists:
+        return
+    given = "; ".join(f"{k}={','.join(v) if isinstance(v, list) else v}" for k, v in lists.items())
+    names = [f"{s}.{t}" for s, t, *_ in tables]
+    there = f"the tables there are: {_some(names)}" if names else "it has no tables"
+    log.warning("no table in database %s matches %s (the lists are regular expressions matched against the "
+                "whole schema name / schema.table); %s. Tables created later that match are captured",
+                dbname, given, there)
+
+
+def warn_missing_identity(publication: str, tables: list[tuple[str, str, str, str, bool]]) -> None:
+    """After CREATE PUBLICATION ... FOR ALL TABLES: every table now publishes updates and
+    deletes, and PostgreSQL refuses them on a table with no primary key and no replica identity
+    index or FULL — the application's own UPDATE/DELETE fail from now on."""
+    bare = [f"{s}.{t}" for s, t, kind, ident, has_pk in tables
+            if kind == "r" and not has_pk and ident in ("d", "n")]
+    if bare:
+        log.warning("publication %s was created FOR ALL TABLES (publication.autocreate.mode=all_tables), and %d "
+                    "table(s) have no primary key or replica identity: %s. PostgreSQL now refuses UPDATE and "
+                    "DELETE on them (\"cannot update table ... because it does not have a replica identity and "
+                    "publishes updates\"). Give each a primary key or run ALTER TABLE ... REPLICA IDENTITY FULL; "
+                    "or use publication.autocreate.mode=filtered with table.include.list (and DROP PUBLICATION %s)",
+                    publication, len(bare), _some(bare), publication)
+
+
 def current_wal_lsn(conn: Any) -> int:
     (v,) = _q(conn, "SELECT pg_current_wal_lsn()::text")[0]
     return Lsn.parse(v).value

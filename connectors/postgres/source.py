@@ -104,6 +104,7 @@ class PostgresSource:
         from connectors.postgres import setup
 
         params = setup.PgConnParams.from_props(self.cfg.source)
+        self._first = not self.history.connected  # start-up warnings: once per run, not per reconnect
         self._conn = setup.connect(params, unreachable_is_transient=self.history.connected)
         self.history.connected = True
         try:
@@ -117,9 +118,14 @@ class PostgresSource:
 
         src = self.cfg.source
         setup.check_server(self._conn, params)
-        captured = [(s, t) for s, t, *_ in setup.list_tables(self._conn) if self.filters.captures(s, t)]
-        setup.ensure_publication(self._conn, src["publication.name"], src["publication.autocreate.mode"], captured,
-                                 via_root=bool(src.get("publish.via.partition.root")))
+        tables = setup.list_tables(self._conn)
+        captured = [(s, t) for s, t, *_ in tables if self.filters.captures(s, t)]
+        if not captured and self._first:
+            setup.warn_nothing_captured(src, tables, src["database.dbname"])
+        done = setup.ensure_publication(self._conn, src["publication.name"], src["publication.autocreate.mode"],
+                                        captured, via_root=bool(src.get("publish.via.partition.root")))
+        if done == "created" and src["publication.autocreate.mode"] == "all_tables":
+            setup.warn_missing_identity(src["publication.name"], tables)
         if src["publication.autocreate.mode"] != "all_tables":
             setup.check_publication_covers(self._conn, src["publication.name"], captured)
         slot_name = src["slot.name"]
