@@ -11,7 +11,8 @@ clock right after its COMMIT returned in the generator; the watcher stamps the m
 becomes visible in the sink:
 
   jsonl   a loop reading the file's new bytes (every ``--poll-ms``)
-  kafka   a confluent-kafka consumer with the partition assigned (tansu has no consumer groups)
+  kafka   the record's Kafka timestamp: CreateTime, when Tidemark's sink handed it to the Kafka
+          client (its acks=all flush follows; tansu cannot serve a tailing consumer in time)
   delta   the change-log table's next `_delta_log/<version>.json` appearing (every ``--poll-ms``),
           then the commit's new rows read
   debezium  its Python handler being called with the batch (before any sink)
@@ -111,21 +112,24 @@ def generator_child(spec_path: str) -> None:
 
 # =========================================================================== child: sink watchers
 class SeenLog:
-    """Appends `[t, [ids], [server commit µs]]` lines (one per detection) to a file the
-    benchmark tails; the time is taken before the records are parsed."""
+    """Appends `[t, [ids], [server commit µs]]` lines (one per detection; ``t`` is one time for
+    all, or one per record) to a file the benchmark tails; times are taken before parsing."""
 
     def __init__(self, path: str) -> None:
         self._f = open(path, "a", buffering=1)  # noqa: SIM115 - lives as long as the process
 
-    def add(self, t: float, keys_values: list[tuple[Any, Any]], **extra: Any) -> None:
-        ids, src = [], []
-        for key, value in keys_values:
+    def add(self, t: float | list[float], keys_values: list[tuple[Any, Any]], **extra: Any) -> None:
+        ids, src, ts = [], [], []
+        for i, (key, value) in enumerate(keys_values):
             rid = row_id(key)
             if rid is not None:
                 ids.append(rid)
                 src.append(server_commit_us(value))
+                if isinstance(t, list):
+                    ts.append(t[i])
         if ids or extra:
-            self._f.write(json.dumps([t, ids, src, extra] if extra else [t, ids, src]) + "\n")
+            line = [ts if isinstance(t, list) else t, ids, src]
+            self._f.write(json.dumps([*line, extra] if extra else line) + "\n")
 
 
 def _payload(obj: Any) -> Any:
@@ -170,26 +174,31 @@ def watch_jsonl(path: Path, out: SeenLog, poll_s: float) -> None:
         out.add(t, [(r.get("key"), r.get("value")) for r in recs])
 
 
-def watch_kafka(bootstrap: str, topic: str, out: SeenLog, fetch_wait_ms: int) -> None:
+def watch_kafka(bootstrap: str, topic: str, out: SeenLog) -> None:
+    """Stamps each record with its Kafka timestamp: CreateTime, set by the Kafka client when
+    Tidemark's sink produced it (tansu ignores message.timestamp.type=LogAppendTime). Not the
+    arrival time here: tansu answers a fetch with one producer batch, so a consumer falls behind
+    1,000 single-record batches a second, and a consumer that has fallen behind sometimes gets
+    only empty answers; after a second without records a new consumer resumes at its position."""
     import orjson
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-    # tansu answers a fetch only when fetch.wait.max.ms has passed, even when records arrived
-    # earlier: the wait bounds how late a record is seen (measured: ~1-2 ms p50 over the ack).
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "latency-bench", "enable.auto.commit": False,
-                  "fetch.wait.max.ms": fetch_wait_ms, "fetch.min.bytes": 1})
-    c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    position = OFFSET_BEGINNING
     while True:
-        m = c.poll(1.0)
-        if m is None:
-            continue
-        t = time.time()
-        msgs = [m]
-        while len(msgs) < 100_000 and (m := c.poll(0)) is not None:
-            msgs.append(m)
-        kv = [(orjson.loads(m.key()) if m.key() else None, orjson.loads(m.value()) if m.value() else None)
-              for m in msgs if m.error() is None]
-        out.add(t, kv)
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "latency-bench", "enable.auto.commit": False})
+        c.assign([TopicPartition(topic, 0, position)])
+        last = time.monotonic()
+        while time.monotonic() - last < 1.0:
+            msgs = [m for m in c.consume(10_000, 0.2) if m.error() is None]
+            if not msgs:
+                continue
+            last = time.monotonic()
+            position = msgs[-1].offset() + 1
+            # CreateTime is whole milliseconds (truncated): the middle of its millisecond
+            out.add([m.timestamp()[1] / 1000 + 0.0005 for m in msgs],
+                    [(orjson.loads(m.key()) if m.key() else None, orjson.loads(m.value()) if m.value() else None)
+                     for m in msgs])
+        c.close()
 
 
 def watch_delta(table: Path, out: SeenLog, poll_s: float) -> None:
@@ -241,7 +250,7 @@ def debezium_child(props_path: str, seen_path: str) -> None:
     run_debezium_engine(props, Stamper(), sys.stdin.read)
 
 
-def watcher_child(kind: str, target: str, seen_path: str, poll_ms: float, fetch_wait_ms: int) -> None:
+def watcher_child(kind: str, target: str, seen_path: str, poll_ms: float) -> None:
     out = SeenLog(seen_path)
     if kind == "jsonl":
         watch_jsonl(Path(target), out, poll_ms / 1000)
@@ -249,7 +258,7 @@ def watcher_child(kind: str, target: str, seen_path: str, poll_ms: float, fetch_
         watch_delta(Path(target), out, poll_ms / 1000)
     else:
         bootstrap, topic = target.split("/", 1)
-        watch_kafka(bootstrap, topic, out, fetch_wait_ms)
+        watch_kafka(bootstrap, topic, out)
 
 
 # =========================================================================== benchmark process
@@ -274,11 +283,12 @@ class Seen:
         *lines, self._rest = (self._rest + data).split(b"\n")
         for line in lines:
             t, ids, src, *extra = json.loads(line)
-            for rid, s in zip(ids, src, strict=True):
+            times = t if isinstance(t, list) else [t] * len(ids)
+            for rid, s, ti in zip(ids, src, times, strict=True):
                 if rid in self.first:
                     self.duplicates += 1
                 else:
-                    self.first[rid] = (t, s)
+                    self.first[rid] = (ti, s)
             if extra and "version" in extra[0]:
                 self.versions.append((t, extra[0]["version"], len(ids)))
 
@@ -416,10 +426,9 @@ def measure(name: str, idx: int, pg: Any, kafka: Any, base: Path, a: argparse.Na
             else:
                 topic = kafka.create_topic(f"{prefix}.public.{TABLE}", partitions=1)  # so it can be assigned now
                 target = f"{kafka.bootstrap}/{topic}"
-                settings["consumer_fetch_wait_ms"] = a.kafka_fetch_wait_ms
             logs.append((work / "watcher.log").open("wb"))
             procs.append((subprocess.Popen([sys.executable, me, "--watcher-child", sink, target, str(seen_path),
-                                            str(a.poll_ms), str(a.kafka_fetch_wait_ms)],
+                                            str(a.poll_ms)],
                                            stdout=logs[-1], stderr=subprocess.STDOUT), "term"))
             cmd, env = tidemark_command(cfg)
             logs.append((work / "tidemark.log").open("wb"))
@@ -506,22 +515,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--consumers", default=",".join(DEFAULT_CONSUMERS),
                     help=f"comma-separated, run one at a time; known: {', '.join(CONSUMERS)}")
     ap.add_argument("--poll-ms", type=float, default=0.5, help="jsonl/Delta watcher poll interval (default 0.5)")
-    ap.add_argument("--kafka-fetch-wait-ms", type=int, default=1,
-                    help="the Kafka watcher's fetch.wait.max.ms (tansu holds a fetch that long; default 1)")
     ap.add_argument("--drain", type=float, default=30.0, help="seconds to wait for the last rows (default 30)")
     ap.add_argument("--start-timeout", type=float, default=120.0, help="consumer start and warm-up limit (s)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (configs, logs, stamps)")
     ap.add_argument("--generator-child", metavar="SPEC", help=argparse.SUPPRESS)
-    ap.add_argument("--watcher-child", nargs=5, metavar=("KIND", "TARGET", "OUT", "POLL_MS", "FETCH_WAIT_MS"),
-                    help=argparse.SUPPRESS)
+    ap.add_argument("--watcher-child", nargs=4, metavar=("KIND", "TARGET", "OUT", "POLL_MS"), help=argparse.SUPPRESS)
     ap.add_argument("--debezium-child", nargs=2, metavar=("PROPS", "OUT"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.generator_child:
         generator_child(a.generator_child)
         return 0
     if a.watcher_child:
-        kind, target, out, poll_ms, wait_ms = a.watcher_child
-        watcher_child(kind, target, out, float(poll_ms), int(wait_ms))
+        kind, target, out, poll_ms = a.watcher_child
+        watcher_child(kind, target, out, float(poll_ms))
         return 0
     if a.debezium_child:
         debezium_child(*a.debezium_child)
