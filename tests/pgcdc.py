@@ -90,12 +90,21 @@ def changelog_count(changelog: Path) -> int:
     return len(delta_rows(changelog, ["op"])) if changelog.exists() else 0
 
 
-def peak_rss_kb(pid: int) -> int:
-    """A live process's peak resident set size (VmHWM) in kB."""
+def _status_kb(pid: int, field: str) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(field):
             return int(line.split()[1])
     return 0
+
+
+def peak_rss_kb(pid: int) -> int:
+    """A live process's peak resident set size (VmHWM) in kB."""
+    return _status_kb(pid, "VmHWM:")
+
+
+def rss_kb(pid: int) -> int:
+    """A live process's current resident set size (VmRSS) in kB."""
+    return _status_kb(pid, "VmRSS:")
 
 
 def kill_inside_then_resume(cfg: Path, changelog: Path, log: Path, total: int, *, first: int = 10_000,

@@ -10,7 +10,7 @@ from typing import Any
 from connectors import temporal as T
 from connectors.filters import ColumnRules, TableFilters
 from connectors.postgres.fastrow import compile_insert
-from connectors.postgres.pgoutput import UNCHANGED_TOAST, _tuple
+from connectors.postgres.pgoutput import BIG_VALUE, UNCHANGED_TOAST, _tuple, big_text
 from connectors.postgres.types import TypeModes, _decimal_mapping
 from connectors.schema import prim
 from connectors.tableschema import ColumnDef, build
@@ -105,3 +105,14 @@ def test_fused_insert_decoder_declines_what_it_does_not_handle() -> None:
                  ["1", b"\x00\x01", None, "2", "c", None],         # binary format value
                  ["1", "a", None, "2", "c"]):                       # column count differs (relation changed)
         assert fused(_tuple_bytes(vals), 0) is None
+
+
+def test_large_text_values_decode_in_place_the_same() -> None:
+    # Above BIG_VALUE both decoders read from a memoryview instead of a sliced copy (issue 8 #11).
+    big = "é€x" * (BIG_VALUE // 2)
+    ts = _table()
+    buf = b"I" + struct.pack("!I", 16384) + b"N" + _tuple_bytes(["7", big, "s", "1", big[:-1], None])
+    general, _ = _tuple(buf, 6)
+    assert general[1] == big and general[4] == big[:-1]
+    assert compile_insert(ts)(buf, 6) == (ts.key(general), ts.row(general))
+    assert big_text(b"..\xc3\xa9..", 2, 2) == "é"

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from struct import Struct
 from typing import TYPE_CHECKING, Any
 
+from connectors.postgres.pgoutput import BIG_VALUE, big_text
 from connectors.tableschema import column_null
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ def compile_insert(ts: TableSchema) -> FusedInsert:
     cols = ts.columns
     n = len(cols)
     used = set(ts.value_cols) | set(ts.key_cols)
-    env: dict[str, Any] = {"_I": _U32}
+    env: dict[str, Any] = {"_I": _U32, "_big": big_text}
     lines = ["def _ins(buf, pos):",
              f"    if buf[pos] != {n >> 8} or buf[pos + 1] != {n & 0xFF}:",
              "        return None",
@@ -41,7 +42,7 @@ def compile_insert(ts: TableSchema) -> FusedInsert:
         if i in used:
             lines += ["        ln = _I(buf, pos + 1)[0]",
                       "        pos += 5",
-                      f"        v{i} = buf[pos:pos + ln].decode()",
+                      f"        v{i} = buf[pos:pos + ln].decode() if ln < {BIG_VALUE} else _big(buf, pos, ln)",
                       "        pos += ln",
                       "    elif k == 110:",
                       f"        v{i} = None",

@@ -184,6 +184,17 @@ _OID_HDR = _OID.unpack_from
 _INSERT_HDR_U = _INSERT_HDR.unpack_from
 
 
+# Text values longer than this are decoded from a memoryview: `buf[a:b].decode()` first copies the
+# bytes, so a 50 MB value would briefly exist three times (payload, slice, str). Short values
+# keep the slice, which is faster than making a view.
+BIG_VALUE = 1 << 16
+
+
+def big_text(buf: bytes, pos: int, ln: int) -> str:
+    """The UTF-8 text of `ln` bytes at `pos` of `buf`, decoded in place."""
+    return str(memoryview(buf)[pos : pos + ln], "utf-8")
+
+
 def _tuple(buf: bytes, pos: int) -> tuple[list[Any], int]:
     """Decode TupleData at `pos`; return (values, position after it)."""
     (n,) = _H(buf, pos)
@@ -195,7 +206,7 @@ def _tuple(buf: bytes, pos: int) -> tuple[list[Any], int]:
         if kind == 116:  # 't' text
             (ln,) = i_unpack(buf, pos + 1)
             pos += 5
-            vals[i] = buf[pos : pos + ln].decode()
+            vals[i] = buf[pos : pos + ln].decode() if ln < BIG_VALUE else big_text(buf, pos, ln)
             pos += ln
         elif kind == 110:  # 'n' null
             pos += 1

@@ -354,8 +354,12 @@ class PostgresSource:
                         order_commit = max(order_commit, lsn)
                         flush_lsn = max(flush_lsn, lsn)
                 # Origin and Type messages need no event.
+            # Let go of the raw payloads before yielding: a batch can wait in the sinks for a
+            # while, and a 50 MB value must not be held a second time as its pgoutput bytes.
+            n_msgs = len(msgs)
+            msgs = payload = m = None  # type: ignore[assignment]
             now = time.monotonic()
-            if tx is None and len(msgs) < self.max_batch:
+            if tx is None and n_msgs < self.max_batch:
                 # Nothing in flight: the server's keepalive position can be confirmed too, so a
                 # quiet or fully filtered database does not pin WAL (Debezium does the same).
                 wal_end = stream.wal_end
@@ -375,7 +379,7 @@ class PostgresSource:
                         if flush_lsn > yielded_flush:
                             yield cut(False)  # the idle position (see the stop above)
                         return  # caught up: no need to wait out another poll interval first
-                    if not msgs:
+                    if not n_msgs:
                         stream.request_status()
             elif next_hb is not None and now >= next_hb and tx is None:
                 next_hb = now + self.heartbeat_s
