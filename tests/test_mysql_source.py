@@ -3,11 +3,13 @@ and the MySqlSource end to end against the private MariaDB."""
 
 from __future__ import annotations
 
-import types
 from pathlib import Path
 from typing import Any
 
 import pytest
+from mycdc import drain as _drain
+from mycdc import source_config as _cfg
+from mycdc import started_source as _started
 
 from connectors.api import TerminalError
 from connectors.mysql import setup
@@ -15,33 +17,6 @@ from connectors.mysql.ddl import DdlParser, UnparseableDdl
 from connectors.mysql.history import DeltaSchemaHistory, HistoryRecord
 from connectors.mysql.model import Tables
 from connectors.mysql.source import MySqlSource
-
-
-def _cfg(mariadb: Any, warehouse: Path, name: str, server_id: int, **extra: Any) -> Any:
-    src = dict(mariadb.props(), **{"database.server.id": server_id, "max.batch.size": 2048,
-                                   "poll.interval.ms": 100, "tombstones.on.delete": True,
-                                   "include.schema.changes": True, "skipped.operations": ["t"]})
-    src.update(extra)
-    return types.SimpleNamespace(source=src, name=name, connector="mariadb", topic_prefix="tm", warehouse=warehouse)
-
-
-def _drain(src: MySqlSource) -> list[Any]:
-    out = []
-    last = None
-    for b in src.batches():
-        out.extend(b.records)
-        last = b.offset
-    src._last = last  # type: ignore[attr-defined]
-    return out
-
-
-def _started(mariadb: Any, tmp_path: Path, unique_name: Any, db: str, **extra: Any) -> tuple[Any, MySqlSource]:
-    """A config capturing `db` and a bounded source opened on it (fresh: schema snapshot now)."""
-    cfg = _cfg(mariadb, tmp_path, unique_name("conn"), unique_name.server_id(), **{"database.include.list": db},
-               **extra)
-    src = MySqlSource(cfg, until_caught_up=True)
-    src.open(None)
-    return cfg, src
 
 
 def test_ddl_alter_sequence() -> None:

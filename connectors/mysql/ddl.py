@@ -7,9 +7,15 @@ text, and spatial/`NATIONAL`/`LONG VARCHAR` types are rewritten only in the copy
 
 `DdlParser.apply(sql, current_db)` mutates a `Tables` model and returns the `TableChange`s it
 made; statements sqlglot cannot parse raise `UnparseableDdl` (the caller applies
-`schema.history.internal.skip.unparseable.ddl`). ALTER TABLE goes through `alterprep` first
-(forms sqlglot cannot parse: CONVERT TO CHARACTER SET, ADD COLUMN (a, b), MariaDB IF [NOT]
-EXISTS...); an ALTER action that is not understood is reported, never skipped silently.
+`schema.history.internal.skip.unparseable.ddl`, and skips statements that touch only tables
+outside the filters: `ddl_targets` names them without parsing). ALTER TABLE goes through
+`alterprep` first (forms sqlglot cannot parse: CONVERT TO CHARACTER SET, ADD COLUMN (a, b),
+MariaDB IF [NOT] EXISTS...); an ALTER action that is not understood is reported, never skipped silently.
+
+Types: MariaDB's UUID is parsed as such (Debezium's MariaDB grammar: `UUID`, jdbcType OTHER);
+INET4/INET6, which Debezium's grammar lacks, are read as types too. A type word nobody knows
+(a newer server's type) does not make a statement unparseable: the column gets that type name,
+and the connector stops with table, column and type if rows of it must be converted.
 
 Keys as Debezium keeps them: the PRIMARY KEY, else the first UNIQUE key whose columns are all
 NOT NULL (a column's own UNIQUE / SERIAL counts whatever its nullability) — it becomes the
@@ -87,19 +93,31 @@ _REWRITES = [
     (re.compile(r"\bfloat8\b", re.I), "double"),
     (re.compile(r"\bgeomcollection\b", re.I), "geometry"),
 ]
+# MariaDB types sqlglot does not know, in a type position: parsed as BLOB, named from the tokens
+_MARIADB_TYPE_RE = re.compile(r"(?<![\w`])(inet4|inet6)(?=\s*(?:$|[,)\s]))", re.I)
 _NAME_KEYWORDS = {"COLUMN", "ADD", "MODIFY", "CHANGE", "AFTER", "BY", "KEY", "INDEX", "ON", "EXISTS", "TO"}
-_TYPE_WORDS = set(model.JDBC_TYPES) | {"NATIONAL", "LONG"}
+_TYPE_WORDS = set(model.KNOWN_TYPES)
+# Words that open a table-level definition (never a column name unless quoted), and the ones that
+# may follow a column's type: an unknown type is only guessed between those.
+_DEFINITION_WORDS = {"KEY", "INDEX", "CONSTRAINT", "UNIQUE", "PRIMARY", "FOREIGN", "FULLTEXT", "SPATIAL", "CHECK",
+                     "PERIOD", "PARTITION", "SUBPARTITION", "LIKE", "AS", "SYSTEM", "IF"}
+_AFTER_TYPE_WORDS = {"NOT", "NULL", "DEFAULT", "PRIMARY", "PRIMARY KEY", "UNIQUE", "KEY", "COMMENT", "COLLATE",
+                     "CHARACTER", "CHARSET", "AUTO_INCREMENT", "GENERATED", "AS", "INVISIBLE", "VISIBLE",
+                     "REFERENCES", "CHECK", "UNSIGNED", "SIGNED", "ZEROFILL", "BINARY", "ON", "FIRST", "AFTER",
+                     "COLUMN_FORMAT", "STORAGE", "WITH", "WITHOUT", "CONSTRAINT", "COMPRESSED", "PERSISTENT",
+                     "VIRTUAL", "STORED"}
 
 
 def _prepare(sql: str) -> str:
-    def spatial(m: re.Match[str]) -> str:
+    def in_type_position(m: re.Match[str]) -> bool:
         # Only a type position: the previous word is a column name, not a keyword.
         before = sql[:m.start()].rstrip()
         prev = re.search(r"(`[^`]*`|\w+)$", before)
-        if prev is None or prev.group(1).upper() in _NAME_KEYWORDS or before.endswith(("(", ",")):
-            return m.group(0)
-        return "GEOMETRY"
-    out = _SPATIAL_RE.sub(spatial, sql)
+        return not (prev is None or prev.group(1).upper() in _NAME_KEYWORDS or before.endswith(("(", ",")))
+
+    out = _SPATIAL_RE.sub(lambda m: "GEOMETRY" if in_type_position(m) else m.group(0), sql)
+    sql = out
+    out = _MARIADB_TYPE_RE.sub(lambda m: "BLOB" if in_type_position(m) else m.group(0), sql)
     for rx, repl in _REWRITES:
         out = rx.sub(repl, out)
     return out
@@ -110,6 +128,54 @@ def _unquote(name: str) -> str:
         q = name[0]
         return name[1:-1].replace(q + q, q)
     return name
+
+
+def _definition_position(tokens: list[Any], i: int) -> bool:
+    """tokens[i] can be the name of a column being defined (CREATE TABLE list, ADD, MODIFY, CHANGE)."""
+    t = tokens[i]
+    if t.token_type not in (TokenType.VAR, TokenType.IDENTIFIER) and not t.text.isidentifier():
+        return False
+    prev = tokens[i - 1]
+    return prev.token_type in (TokenType.L_PAREN, TokenType.COMMA) or prev.text.upper() in (
+        "COLUMN", "ADD", "MODIFY") or (prev.token_type in (TokenType.VAR, TokenType.IDENTIFIER)
+                                       and i >= 2 and tokens[i - 2].text.upper() in ("CHANGE", "COLUMN"))
+
+
+def _unknown_types(sql: str) -> tuple[str, dict[str, list[str]]]:
+    """`sql` with each unknown type word in a column definition (an identifier sqlglot cannot
+    parse as a type, e.g. a newer server's type) and its parameters replaced by BLOB, and
+    column name (lower) → [TYPE WORD]. Used only once a statement failed to parse."""
+    try:
+        tokens = sqlglot.tokenize(sql, read="mysql")
+    except TokenError:
+        return sql, {}
+    spans: list[tuple[int, int]] = []
+    found: dict[str, list[str]] = {}
+    n = len(tokens)
+    for i in range(1, n - 1):
+        t, nxt = tokens[i], tokens[i + 1]
+        if nxt.token_type != TokenType.VAR or nxt.text.upper() in _TYPE_WORDS or not _definition_position(tokens, i):
+            continue
+        if t.token_type != TokenType.IDENTIFIER and t.text.upper() in _DEFINITION_WORDS:
+            continue
+        j, end = i + 2, nxt.end
+        if j < n and tokens[j].token_type == TokenType.L_PAREN:  # parameters: foo(3)
+            depth = 0
+            while j < n:
+                depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(tokens[j].token_type, 0)
+                end = tokens[j].end
+                j += 1
+                if depth == 0:
+                    break
+        after = tokens[j] if j < n else None
+        if after is not None and after.token_type not in (TokenType.COMMA, TokenType.R_PAREN) \
+                and after.text.upper() not in _AFTER_TYPE_WORDS:
+            continue
+        spans.append((nxt.start, end))
+        found.setdefault(_unquote(t.text).lower(), [nxt.text.upper()])
+    for start, end in reversed(spans):
+        sql = sql[:start] + "BLOB" + sql[end + 1:]
+    return sql, found
 
 
 def _scan_type_names(sql: str) -> dict[str, list[str]]:
@@ -123,15 +189,7 @@ def _scan_type_names(sql: str) -> dict[str, list[str]]:
     for i in range(1, n - 1):
         t, nxt = tokens[i], tokens[i + 1]
         word = nxt.text.upper()
-        if word not in _TYPE_WORDS:
-            continue
-        if t.token_type not in (TokenType.VAR, TokenType.IDENTIFIER) and not t.text.isidentifier():
-            continue
-        prev = tokens[i - 1]
-        prev_ok = prev.token_type in (TokenType.L_PAREN, TokenType.COMMA) or prev.text.upper() in (
-            "COLUMN", "ADD", "MODIFY") or (prev.token_type in (TokenType.VAR, TokenType.IDENTIFIER)
-                                           and i >= 2 and tokens[i - 2].text.upper() in ("CHANGE", "COLUMN"))
-        if not prev_ok:
+        if word not in _TYPE_WORDS or not _definition_position(tokens, i):
             continue
         words = [word]
         j = i + 2
@@ -204,16 +262,22 @@ class DdlParser:
         if parts is not None:
             return self._alter(parts, text, current_db)
         prepared = _prepare(text)
+        unknown: dict[str, list[str]] = {}
         try:
             stmts = sqlglot.parse(prepared, read="mysql")
         except (ParseError, TokenError) as e:
-            if _is_table_ddl(text):
+            if not _is_table_ddl(text):
+                return DdlResult([], current_db, "ignored")
+            stmts = _parse_with_unknown_types(prepared, unknown)
+            if stmts is None:
                 raise UnparseableDdl(text, str(e).splitlines()[0]) from None
-            return DdlResult([], current_db, "ignored")
+        if len(stmts) == 1 and isinstance(stmts[0], exp.Command) and _is_table_ddl(text) and not unknown:
+            # sqlglot falls back to an opaque Command for what it cannot read: unknown types?
+            stmts = _parse_with_unknown_types(prepared, unknown) or stmts
         if len(stmts) != 1 or stmts[0] is None:
             raise UnparseableDdl(text, "expected exactly one statement")
         st = stmts[0]
-        types = _scan_type_names(text)
+        types = {**unknown, **_scan_type_names(text)}
         if isinstance(st, exp.Use):
             return DdlResult([], _unquote(st.this.name) if st.this else current_db, "use")
         if isinstance(st, exp.Create):
@@ -352,9 +416,10 @@ class DdlParser:
         if current is None:
             log.debug("ALTER TABLE %s.%s: table not in the model, ignored", db, name)
             return DdlResult([], db, "alter_table")
-        st = self._parse_alter(parts, text) if parts.sql else None
+        unknown: dict[str, list[str]] = {}
+        st = self._parse_alter(parts, text, unknown) if parts.sql else None
         table = Table.from_dict(current.to_dict())
-        new_name = self._alter_actions(st, table, text, parts.if_exists) if st is not None else None
+        new_name = self._alter_actions(st, table, text, parts.if_exists, unknown) if st is not None else None
         if parts.convert is not None:
             _convert_charset(table, parts.convert[0] or _collation_charset(parts.convert[1])
                              or self._db_charset(db))
@@ -368,13 +433,19 @@ class DdlParser:
         return DdlResult([TableChange("ALTER", db, name, table, old_table=old_name)], db, "alter_table")
 
     @staticmethod
-    def _parse_alter(parts: AlterParts, text: str) -> exp.Alter:
-        """sqlglot's tree of the rewritten statement; an action it cannot parse is named."""
+    def _parse_alter(parts: AlterParts, text: str, unknown: dict[str, list[str]]) -> exp.Alter:
+        """sqlglot's tree of the rewritten statement; an action it cannot parse is named.
+        Columns of unknown types go into `unknown` (name → [TYPE])."""
         def parse(sql: str) -> exp.Expression | None:
+            prepared = _prepare(sql)
             try:
-                return sqlglot.parse_one(_prepare(sql), read="mysql")
+                st = sqlglot.parse_one(prepared, read="mysql")
             except (ParseError, TokenError):
-                return None
+                st = None
+            if not isinstance(st, exp.Alter):  # sqlglot falls back to a Command for what it cannot read
+                stmts = _parse_with_unknown_types(prepared, unknown)
+                st = stmts[0] if stmts and len(stmts) == 1 else st
+            return st
         st = parse(parts.sql)
         if isinstance(st, exp.Alter):
             return st
@@ -383,11 +454,11 @@ class DdlParser:
         raise UnparseableDdl(text, f"ALTER TABLE action not understood: {bad[:200]}")
 
     def _alter_actions(self, st: exp.Alter, table: Table, text: str,
-                       if_exists: set[str]) -> tuple[str, str] | None:
+                       if_exists: set[str], unknown: dict[str, list[str]]) -> tuple[str, str] | None:
         """Apply each action to `table`; return the new (db, name) of a RENAME. Actions that
         could change the row layout but are not understood raise UnparseableDdl, so the model
         never silently goes stale."""
-        types = _scan_type_names(text)
+        types = {**unknown, **_scan_type_names(text)}
         _table_options(table, st.args.get("options") or [])  # before the actions: new columns take its charset
         charset = table.default_charset or self._db_charset(table.db)
         new_name = None
@@ -547,6 +618,77 @@ class DdlParser:
         return col, key
 
 
+def _parse_with_unknown_types(prepared: str, unknown: dict[str, list[str]]) -> list[Any] | None:
+    """Second try for a statement sqlglot refused: with unknown column types as placeholders
+    (their names go into `unknown`). None when that does not parse either."""
+    sql, found = _unknown_types(prepared)
+    if not found:
+        return None
+    try:
+        stmts = sqlglot.parse(sql, read="mysql")
+    except (ParseError, TokenError):
+        return None
+    unknown.update(found)
+    return stmts
+
+
+# --------------------------------------------------------------------------- statement targets
+_ID1 = r"(?:`(?:[^`]|``)+`|[\w$]+)"
+_ID = rf"{_ID1}(?:\.{_ID1})?"
+_TABLE_TARGET_RES = [re.compile(rx, re.I | re.S) for rx in (
+    rf"^\s*create\s+(?:or\s+replace\s+)?(?:temporary\s+)?table\s+(?:if\s+not\s+exists\s+)?({_ID})",
+    rf"^\s*alter\s+(?:online\s+)?(?:ignore\s+)?table\s+(?:if\s+exists\s+)?({_ID})",
+    rf"^\s*truncate\s+(?:table\s+)?({_ID})",
+    rf"^\s*(?:create\s+(?:or\s+replace\s+)?(?:online\s+|offline\s+)?(?:unique\s+|fulltext\s+|spatial\s+)?"
+    rf"|drop\s+(?:online\s+|offline\s+)?)index\s+(?:if\s+(?:not\s+)?exists\s+)?{_ID1}\s+"
+    rf"(?:using\s+\w+\s+)?on\s+({_ID})",
+)]
+_DROP_TABLES_RE = re.compile(r"^\s*drop\s+(?:temporary\s+)?tables?\s+(?:if\s+exists\s+)?(.+?)"
+                             r"(?:\s+(?:restrict|cascade|wait\s+\d+|nowait))?\s*;?\s*(?:/\*.*\*/\s*)?$", re.I | re.S)
+_RENAME_RE = re.compile(r"^\s*rename\s+tables?\s+(.+?)\s*;?\s*$", re.I | re.S)
+_DATABASE_RE = re.compile(rf"^\s*(?:create|drop|alter)\s+(?:or\s+replace\s+)?(?:database|schema)\s+"
+                          rf"(?:if\s+(?:not\s+)?exists\s+)?({_ID1})", re.I | re.S)
+
+
+@dataclass
+class DdlTargets:
+    """What a statement changes, read without parsing it: tables and databases."""
+
+    tables: list[tuple[str, str]]
+    databases: list[str]
+
+
+def ddl_targets(sql: str, current_db: str | None) -> DdlTargets | None:
+    """The tables (db, name) or databases a table/database DDL statement changes, from its head
+    alone (it need not parse); None when the statement is not recognised or a table name has no
+    database."""
+    text = sql.strip()
+    try:
+        m = _DATABASE_RE.match(text)
+        if m:
+            return DdlTargets([], [_unquote(m.group(1))])
+        for rx in _TABLE_TARGET_RES:
+            m = rx.match(text)
+            if m:
+                return DdlTargets([_split_id(m.group(1), current_db)], [])
+        m = _DROP_TABLES_RE.match(text)
+        if m:
+            names = re.split(r",(?=(?:[^`]*`[^`]*`)*[^`]*$)", m.group(1))
+            return DdlTargets([_split_id(n, current_db) for n in names], [])
+        m = _RENAME_RE.match(text)
+        if m:
+            out = []
+            for pair in re.split(r",(?=(?:[^`]*`[^`]*`)*[^`]*$)", m.group(1)):
+                ends = re.match(r"(?is)^\s*(\S+)\s+to\s+(\S+)\s*$", pair)
+                if not ends:
+                    return None
+                out += [_split_id(ends.group(1), current_db), _split_id(ends.group(2), current_db)]
+            return DdlTargets(out, [])
+    except UnparseableDdl:  # a table name without a database and none selected
+        return None
+    return None
+
+
 def _split_id(text: str, current_db: str | None) -> tuple[str, str]:
     parts = re.findall(r"`((?:[^`]|``)*)`|([^.`]+)", text.strip())
     names = [(a.replace("``", "`") if a else b) for a, b in parts]
@@ -558,8 +700,8 @@ def _split_id(text: str, current_db: str | None) -> tuple[str, str]:
 
 
 def _is_table_ddl(text: str) -> bool:
-    return bool(re.match(r"(?is)^\s*(create|alter|drop|rename|truncate)\s+(temporary\s+)?(table|database|schema)\b",
-                         text))
+    return bool(re.match(r"(?is)^\s*(create(\s+or\s+replace)?|alter(\s+online|\s+ignore)*|drop|rename|truncate)\s+"
+                         r"(temporary\s+)?(table|database|schema)\b", text))
 
 
 def _literal_text(e: Any) -> str:

@@ -138,6 +138,9 @@ class Translator:
     include_query: bool = False
     skip_unparseable: bool = False
     on_ddl_applied: Callable[[], None] | None = None
+    # (statement, default db) → True when it changes only tables/databases the filters do not
+    # capture: such a statement, unparseable, is skipped with a warning instead of stopping
+    outside_filters: Callable[[str, str | None], bool] | None = None
     file: str = ""
     # The executed set, updated in place per transaction; its text is rendered once per change.
     gtids: GtidTracker = field(default_factory=GtidTracker)
@@ -284,6 +287,9 @@ class Translator:
         try:
             result = self.parser.apply(q, ev.db or None)
         except UnparseableDdl as e:
+            if self.outside_filters is not None and self.outside_filters(q, ev.db or None):
+                log.warning("%s (skipped: it changes only tables outside the captured ones)", e)
+                return
             if not self.skip_unparseable:
                 raise UnparseableDdlError(str(e)) from None
             log.warning("%s (skipped: schema.history.internal.skip.unparseable.ddl=true)", e)

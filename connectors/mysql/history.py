@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from connectors.api import BinlogPosition, GtidSet, TransientError
 from connectors.envelope import MARIADB_SOURCE, MYSQL_SOURCE
-from connectors.mysql.ddl import TableChange
+from connectors.mysql.ddl import TableChange, ddl_targets
 from connectors.mysql.model import Column, Table, Tables
 from connectors.schema import Schema, prim, struct
 
@@ -90,8 +90,15 @@ class DeltaSchemaHistory:
     def should_store(self, rec: HistoryRecord) -> bool:
         if self.only_dbs and rec.db and not self.db_filter(rec.db):
             return False
-        if self.only_tables and rec.changes:
-            return any(self.table_filter(c.db, c.table) for c in rec.changes)
+        if self.only_tables:
+            # Debezium's DdlChanges.anyMatch: a table change of a captured table, or a statement on a
+            # captured database; a statement that changed nothing counts by the tables it names
+            if rec.changes:
+                return any(self.table_filter(c.db, c.table) for c in rec.changes)
+            targets = ddl_targets(rec.ddl, rec.db or None)
+            if targets is not None:
+                return any(self.table_filter(d, t) for d, t in targets.tables) or any(
+                    self.db_filter(d) for d in targets.databases)
         return True
 
     def record(self, records: list[HistoryRecord]) -> int:

@@ -52,10 +52,15 @@ JDBC_TYPES: dict[str, int] = {
     "ENUM": CHAR, "SET": CHAR, "JSON": OTHER, "GEOMETRY": OTHER, "POINT": OTHER,
     "LINESTRING": OTHER, "POLYGON": OTHER, "MULTIPOINT": OTHER, "MULTILINESTRING": OTHER,
     "MULTIPOLYGON": OTHER, "GEOMETRYCOLLECTION": OTHER, "GEOMCOLLECTION": OTHER, "VECTOR": OTHER,
+    # MariaDB-only: UUID as MariaDbAntlrDdlParser registers it; INET4/INET6 are unknown to Debezium's
+    # grammar and get PostgreSQL's `inet` treatment (OTHER, a string) here
+    "UUID": OTHER, "INET4": OTHER, "INET6": OTHER,
 }
 
 STRING_TYPES = frozenset({"CHAR", "CHARACTER", "VARCHAR", "TINYTEXT", "TEXT", "MEDIUMTEXT", "LONGTEXT",
                           "NCHAR", "NVARCHAR", "ENUM", "SET"})
+# Base type words a column may have besides the JDBC_TYPES keys (`NATIONAL CHAR`, `LONG VARCHAR`).
+KNOWN_TYPES = frozenset(JDBC_TYPES) | {"NATIONAL", "LONG"}
 SPATIAL_TYPES = frozenset({"GEOMETRY", "POINT", "LINESTRING", "POLYGON", "MULTIPOINT", "MULTILINESTRING",
                            "MULTIPOLYGON", "GEOMETRYCOLLECTION", "GEOMCOLLECTION"})
 

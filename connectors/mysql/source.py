@@ -65,7 +65,7 @@ from connectors.envelope import VERSION
 from connectors.filters import ColumnRules, TableFilters
 from connectors.mysql import setup
 from connectors.mysql.binlog import BinlogStream, current_position, recovery_hint
-from connectors.mysql.ddl import DdlParser, TableChange
+from connectors.mysql.ddl import DdlParser, TableChange, UnparseableDdl, ddl_targets
 from connectors.mysql.events import (
     RowChange,
     SchemaChange,
@@ -85,19 +85,35 @@ from connectors.mysql.history import (
     schema_change_value,
 )
 from connectors.mysql.model import Table, Tables
-from connectors.mysql.types import TypeOptions, column_def
-from connectors.tableschema import TableSchema, build, failure_mode, skipped_failed_event, unchanged_update
+from connectors.mysql.types import TypeOptions, UnknownColumnType, column_def
+from connectors.schema import prim
+from connectors.tableschema import (
+    ColumnDef,
+    TableSchema,
+    build,
+    failure_mode,
+    skipped_failed_event,
+    unchanged_update,
+)
 from connectors.topics import TopicNamer
 
 log = logging.getLogger(__name__)
 
 SYSTEM_DBS = ("mysql", "information_schema", "performance_schema", "sys")
+_FILTER_LISTS = ("database.include.list", "database.exclude.list", "table.include.list", "table.exclude.list")
+_LISTED = 20  # names shown in the "nothing captured" warning
+# information_schema.TABLES.TABLE_TYPE of tables with rows (MariaDB's system-versioned tables are not
+# 'BASE TABLE'; leaving them out of the schema read lost their schema)
+_TABLE_TYPES = "('BASE TABLE', 'SYSTEM VERSIONED')"
 
 
 # Configs whose server some source has reached in this process. The engine builds a new source
 # per attempt from the same config object, so this outlives them: once reached, "cannot reach"
 # is a restart in progress (retried); before that, a wrong host/port (one clear error).
 _REACHED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+_WARNED: weakref.WeakSet[Any] = weakref.WeakSet()  # configs whose "nothing captured" warning was given
 
 
 def _reached(cfg: Any) -> bool:
@@ -110,6 +126,17 @@ def _reached(cfg: Any) -> bool:
 def _mark_reached(cfg: Any) -> None:
     with contextlib.suppress(TypeError):
         _REACHED.add(cfg)
+
+
+def _remembered(seen: weakref.WeakSet[Any], cfg: Any) -> bool:
+    """Whether `cfg` is in `seen` already; adds it."""
+    try:
+        if cfg in seen:
+            return True
+        seen.add(cfg)
+    except TypeError:
+        pass
+    return False
 
 
 class MySqlSource:
@@ -139,12 +166,16 @@ class MySqlSource:
         path = getattr(cfg, "path", None)
         self.config_path = str(path) if path else None  # named in recovery hints
         self.server_id = int(src.get("database.server.id") or 0) or 5400 + int(time.time()) % 1000
+        # Debezium's schema.history.internal.store.only.captured.{tables,databases}.ddl: the start-up
+        # schema read and the history leave out the tables / databases the filters do not capture
+        self.only_captured_tables = bool(src.get("schema.history.internal.store.only.captured.tables.ddl", False))
+        self.only_captured_dbs = bool(src.get("schema.history.internal.store.only.captured.databases.ddl", False))
+        self.skip_unparseable = bool(src.get("schema.history.internal.skip.unparseable.ddl", False))
         self.history = DeltaSchemaHistory(
             cfg.warehouse, cfg.name, table_filter=self.filters.captures,
             db_filter=lambda d: self.filters.namespace(d),
-            store_only_captured_tables=bool(src.get("schema.history.internal.store.only.captured.tables.ddl", False)),
-            store_only_captured_databases=bool(
-                src.get("schema.history.internal.store.only.captured.databases.ddl", False)))
+            store_only_captured_tables=self.only_captured_tables,
+            store_only_captured_databases=self.only_captured_dbs)
         self._stream: BinlogStream | None = None
         self._translator: Translator | None = None
         self._schemas: dict[tuple[str, str], tuple[int, TableSchema]] = {}
@@ -153,6 +184,7 @@ class MySqlSource:
         self._target: tuple[int, int] | None = None
         self._txm: list[Any] | None = None  # [id, events, per-table counts, BEGIN sent]
         self._fresh = False
+        self._unknown_warned: set[tuple[str, str, str]] = set()
         # Options that wrap the per-row step shadow the method for this instance only, so the
         # default path has no extra test.
         if src.get("skip.messages.without.change"):
@@ -166,7 +198,6 @@ class MySqlSource:
 
     # ------------------------------------------------------------------ lifecycle
     def open(self, start_offset: dict[str, Any] | None) -> None:
-        src = self.cfg.source
         self._conn = setup.connect(self.settings, unreachable_is_transient=_reached(self.cfg))
         _mark_reached(self.cfg)
         facts = setup.check_server(self._conn, self.server_id)
@@ -181,10 +212,10 @@ class MySqlSource:
             tables, offset = self._schema_snapshot()
             self._fresh = True
         self.tables = tables
+        self._warn_if_nothing_captured()
         self._translator = Translator(tables, offset, include_query=self.include_query,
-                                      skip_unparseable=bool(src.get("schema.history.internal.skip.unparseable.ddl",
-                                                                    False)),
-                                      on_ddl_applied=self._ddl_applied)
+                                      skip_unparseable=self.skip_unparseable, on_ddl_applied=self._ddl_applied,
+                                      outside_filters=self._outside_filters)
         # Resume by GTID set when the server has GTIDs (Debezium does the same): robust against a
         # binlog file/position that differs after failover; file/pos is the fallback.
         gtids = str(offset.get("gtids") or "")
@@ -204,7 +235,10 @@ class MySqlSource:
         self._start = offset
 
     def _schema_snapshot(self) -> tuple[Tables, dict[str, Any]]:
-        """Capture every table's current schema at the current binlog position (no_data)."""
+        """Capture every table's current schema at the current binlog position (no_data): all
+        tables of all databases, or only the captured ones with store.only.captured.*.ddl. A
+        definition that cannot be parsed stops the start unless its table is not captured or
+        schema.history.internal.skip.unparseable.ddl=true (both: a warning, the table left out)."""
         cur = self._conn.cursor()
         file, pos, gtids = current_position(cur)
         cur.execute("SELECT @@character_set_server")
@@ -213,22 +247,71 @@ class MySqlSource:
         records: list[HistoryRecord] = []
         cur.execute("SELECT SCHEMA_NAME, DEFAULT_CHARACTER_SET_NAME FROM information_schema.SCHEMATA")
         for db, charset in cur.fetchall():
-            if db in SYSTEM_DBS:
+            if db in SYSTEM_DBS or (self.only_captured_dbs and not self.filters.namespace(db)):
                 continue
             tables.db_charsets[db] = charset
             records.append(HistoryRecord(file, pos, gtids, db, f"CREATE DATABASE `{db}` CHARACTER SET {charset}",
                                          [], event=SNAPSHOT_EVENT, db_charset=charset))
             cur.execute("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s "
-                        "AND TABLE_TYPE = 'BASE TABLE'", (db,))
+                        f"AND TABLE_TYPE IN {_TABLE_TYPES}", (db,))
             for (name,) in cur.fetchall():
+                captured = self.filters.captures(db, name)
+                if self.only_captured_tables and not captured:
+                    continue
                 cur.execute(f"SHOW CREATE TABLE `{db}`.`{name}`")
                 ddl = cur.fetchone()[1]
-                res = parser.apply(ddl, db)
+                try:
+                    res = parser.apply(ddl, db)
+                except UnparseableDdl as e:
+                    if not captured:
+                        log.warning("%s (skipped: %s.%s is not captured)", e, db, name)
+                        continue
+                    if self.skip_unparseable:
+                        log.warning("%s (skipped: schema.history.internal.skip.unparseable.ddl=true; rows of "
+                                    "%s.%s cannot be decoded)", e, db, name)
+                        continue
+                    raise TerminalError(f"the definition of {db}.{name} cannot be parsed: {e}",
+                                        "exclude the table (table.exclude.list), or set "
+                                        "schema.history.internal.skip.unparseable.ddl=true to leave it out "
+                                        "of the schema (its rows then stop the connector)") from None
                 records.append(HistoryRecord(file, pos, gtids, db, ddl, res.changes, event=SNAPSHOT_EVENT))
         cur.close()
         self.history.reset()
         self.history.record(records)
         return tables, {"file": file, "pos": pos, "gtids": gtids, "event": 0, "row": 0, "server_id": 0, "ts_sec": 0}
+
+    def _outside_filters(self, sql: str, db: str | None) -> bool:
+        """Whether a DDL statement changes only tables (or databases) the filters do not capture,
+        read from its head (it may not parse)."""
+        targets = ddl_targets(sql, db)
+        if targets is None or not (targets.tables or targets.databases):
+            return False
+        return not any(self.filters.captures(d, t) for d, t in targets.tables) and not any(
+            self.filters.namespace(d) for d in targets.databases)
+
+    def _warn_if_nothing_captured(self) -> None:
+        """Filters that match no table on the server run silently with 0 records: say so once at
+        start, with what the server has (tables created later that match are captured)."""
+        src = self.cfg.source
+        lists = {k: src.get(k) for k in _FILTER_LISTS if src.get(k)}
+        if not lists or _remembered(_WARNED, self.cfg):
+            return  # once per config: not again at every reconnection
+        with self._conn.cursor() as cur:
+            cur.execute("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA")
+            dbs = sorted(d for (d,) in cur.fetchall() if d not in SYSTEM_DBS)
+            cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "
+                        f"WHERE TABLE_TYPE IN {_TABLE_TYPES}")
+            found = sorted((d, t) for d, t in cur.fetchall() if d not in SYSTEM_DBS)
+        if any(self.filters.captures(d, t) for d, t in found):
+            return
+
+        def shown(names: list[str]) -> str:
+            more = f" ... ({len(names) - _LISTED} more)" if len(names) > _LISTED else ""
+            return ", ".join(names[:_LISTED]) + more if names else "none"
+        text = "; ".join(f"{k}={','.join(v) if isinstance(v, list) else v}" for k, v in lists.items())
+        log.warning("no table on the server is captured with %s — nothing will be streamed until a matching table "
+                    "is created. Databases on the server: %s. Tables: %s", text, shown(dbs),
+                    shown([f"{d}.{t}" for d, t in found]))
 
     def stop(self) -> None:
         self._stop = True
@@ -267,11 +350,27 @@ class MySqlSource:
             return hit[1]
         t = model or self.tables.get(db, table)
         assert t is not None
-        cols = [column_def(c, self.types) for c in t.columns]
+        cols = [self._column_def(db, table, c) for c in t.columns]
         ts = build(db, table, cols, list(t.primary_key), prefix=self.cfg.topic_prefix, namer=self.namer,
                    filters=self.filters, rules=self.rules, source_schema=self.source_schema)
         self._schemas[(db, table)] = (version, ts)
         return ts
+
+    def _column_def(self, db: str, table: str, c: Any) -> ColumnDef:
+        """A column of a type this release does not know is left out when the column filters
+        exclude it; captured, it raises UnknownColumnType naming table, column and type (the
+        connector stops, or skips the row with event.processing.failure.handling.mode=warn/skip)."""
+        try:
+            return column_def(c, self.types)
+        except UnknownColumnType:
+            if not self.filters.captures_column(db, table, c.name):
+                return ColumnDef(c.name, prim("bytes", optional=True), None, c.type_name, emitted=False)
+            err = UnknownColumnType(c.name, c.type_name, f"{db}.{table}")
+            if self._failure_mode != "fail" and (db, table, c.name) not in self._unknown_warned:
+                self._unknown_warned.add((db, table, c.name))
+                log.warning("%s: its rows are skipped (event.processing.failure.handling.mode=%s)", err,
+                            self._failure_mode)
+            raise err from None
 
     # ------------------------------------------------------------------ streaming
     def _source(self, s: SourceInfo) -> dict[str, Any]:
@@ -369,6 +468,10 @@ class MySqlSource:
         except UnparseableDdlError as e:
             raise TerminalError(str(e), "fix the statement support or set "
                                         "schema.history.internal.skip.unparseable.ddl=true") from None
+        except UnknownColumnType as e:
+            raise TerminalError(str(e), f"exclude the column (column.exclude.list={e.table}.{e.column}), or set "
+                                        "event.processing.failure.handling.mode=warn to skip the rows of "
+                                        "that table (each logged)") from None
         if tr._tx is None:
             offset = tr.offset()
         if pending or more or offset != self._start:

@@ -8,7 +8,9 @@ snapshot session with `time_zone='+00:00'`):
   ENUM → 1-based index int or str, SET → bitmask int or str, YEAR → int, DATE → date,
   TIME → timedelta, DATETIME → naive datetime, TIMESTAMP → naive datetime in UTC,
   JSON → str (binlog JSON binary is already rendered by `jsonbinary.py`) or bytes,
-  spatial → bytes (MySQL internal form: 4-byte little-endian SRID + WKB).
+  spatial → bytes (MySQL internal form: 4-byte little-endian SRID + WKB), MariaDB UUID/INET4/INET6
+  → bytes (16/4/16, the binlog drops trailing 0x00 bytes). A large CHAR/TEXT/BLOB value may come
+  as a `memoryview` of the binlog packet (no copy): converters read it through the buffer protocol.
   `ZERO` marks a zero/invalid date (`0000-00-00`): null for nullable columns, else the column
   default or the epoch (Debezium's `convertValue` fallback).
 
@@ -55,6 +57,16 @@ class _Zero:
 
 
 ZERO: Any = _Zero()
+
+
+class UnknownColumnType(ValueError):
+    """A column type the connector cannot convert (a type newer than this release): never
+    guessed at, never emitted as garbage."""
+
+    def __init__(self, column: str, type_name: str, table: str | None = None) -> None:
+        where = f"{table} column {column}" if table else f"column {column}"
+        super().__init__(f"{where} has type {type_name}, which Tidemark cannot convert")
+        self.column, self.type_name, self.table = column, type_name, table
 
 
 class BinlogDecimal:
@@ -268,11 +280,22 @@ def column_schema(col: Column, opts: TypeOptions) -> Schema:
         return temporal.timestamp_schema(tmode, prec)
     if base == "TIMESTAMP":
         return prim("string", name="io.debezium.time.ZonedTimestamp", version=1)
-    if base in ("BINARY", "VARBINARY", "BLOB", "TINYBLOB", "MEDIUMBLOB", "LONGBLOB", "LONG"):
+    if base in ("BINARY", "VARBINARY", "BLOB", "TINYBLOB", "MEDIUMBLOB", "LONGBLOB") or _long_varbinary(col):
         return prim("bytes" if opts.binary_mode == "bytes" else "string")
     if base == "VECTOR":
         return Schema("array", name="io.debezium.data.FloatVector", version=1, items=prim("float"))
-    return prim("string")  # CHAR, VARCHAR, TEXT family, NCHAR, ...
+    if base == "UUID":
+        return UUID_SCHEMA
+    return prim("string")  # CHAR, VARCHAR, TEXT family, NCHAR, LONG [VARCHAR], INET4, INET6
+
+
+# MariaDbValueConverters: UUID columns are io.debezium.data.Uuid strings.
+UUID_SCHEMA = prim("string", name="io.debezium.data.Uuid", version=1)
+
+
+def _long_varbinary(col: Column) -> bool:
+    # LONG VARBINARY is a MEDIUMBLOB; LONG and LONG VARCHAR are MEDIUMTEXT
+    return col.base_type == "LONG" and "VARBINARY" in col.type_name
 
 
 def _decimal_schema(mode: str, precision: int, scale: int) -> Schema:
@@ -299,8 +322,8 @@ def converter(col: Column, opts: TypeOptions, schema: Schema | None = None) -> C
 
     if base == "JSON":
         def conv_json(v: Any) -> Any:
-            if isinstance(v, (bytes, bytearray, memoryview)):
-                v = bytes(v).decode("utf-8")
+            if not isinstance(v, str):
+                v = str(v, "utf-8")
             if v == "" and col.optional:
                 return None
             return v or "{}"
@@ -333,7 +356,7 @@ def converter(col: Column, opts: TypeOptions, schema: Schema | None = None) -> C
             def conv_enum(v: Any) -> Any:
                 if isinstance(v, int):
                     return options[v - 1] if 0 < v <= len(options) else ("" if v == 0 else None)
-                return v.decode("utf-8") if isinstance(v, bytes) else v
+                return str(v, "utf-8") if isinstance(v, (bytes, bytearray)) else v
             return conv_enum
 
         def conv_set(v: Any) -> Any:
@@ -341,7 +364,7 @@ def converter(col: Column, opts: TypeOptions, schema: Schema | None = None) -> C
                 return ",".join(o for i, o in enumerate(options) if v >> i & 1)
             if isinstance(v, (set, frozenset)):
                 return ",".join(o for o in options if o in v)
-            return v.decode("utf-8") if isinstance(v, bytes) else v
+            return str(v, "utf-8") if isinstance(v, (bytes, bytearray)) else v
         return conv_set
     if base in ("BOOL", "BOOLEAN"):
         return lambda v: bool(int(v) if not isinstance(v, bytes) else int.from_bytes(v, "big"))
@@ -433,21 +456,83 @@ def converter(col: Column, opts: TypeOptions, schema: Schema | None = None) -> C
                 return None if col.optional else (_EPOCH_TS if default is None else default)
             return zoned_timestamp(v, width)
         return conv_ts
-    if base in ("BINARY", "VARBINARY", "BLOB", "TINYBLOB", "MEDIUMBLOB", "LONGBLOB", "LONG"):
+    if base in ("BINARY", "VARBINARY", "BLOB", "TINYBLOB", "MEDIUMBLOB", "LONGBLOB") or _long_varbinary(col):
         enc = binary_encoder(opts.binary_mode)
         if base == "BINARY" and col.length:
             size = col.length
             return lambda v: enc(bytes(v).ljust(size, b"\0"))  # DBZ-254: binlog drops BINARY's 0x00 padding
-        return lambda v: enc(bytes(v) if not isinstance(v, str) else v.encode("utf-8"))
+        # the encoders read any buffer: a large value's memoryview is not copied first
+        return lambda v: enc(v if not isinstance(v, str) else v.encode("utf-8"))
     if base == "VECTOR":
         return lambda v: list(struct.unpack(f"<{len(v) // 4}f", v))
+    if base == "UUID":
+        return _uuid_text
+    if base == "INET4":
+        return _inet4_text
+    if base == "INET6":
+        return _inet6_text
     codec = python_codec(col.charset)
 
     def conv_str(v: Any) -> Any:
+        if isinstance(v, str):
+            return v
         if isinstance(v, (bytes, bytearray, memoryview)):
-            return bytes(v).decode(codec, "replace")
-        return v if isinstance(v, str) else str(v)
+            return str(v, codec, "replace")  # decodes straight from the buffer (no bytes copy first)
+        return str(v)
     return conv_str
+
+
+# --------------------------------------------------------------------------- MariaDB UUID / INET
+# The binlog carries these as fixed binary strings with their trailing 0x00 bytes dropped (as for
+# BINARY(n), DBZ-254), so the value is padded back to its size first. Text (a default, a snapshot
+# read) is already in the server's form.
+def _fixed(v: Any, size: int) -> bytes:
+    b = bytes(v)
+    return b if len(b) == size else b.ljust(size, b"\0")
+
+
+def _uuid_text(v: Any) -> str:
+    """MariaDbValueConverters.convertUuid: the 16 bytes, big-endian, as java.util.UUID prints them
+    (lower-case 8-4-4-4-12). Debezium 3.6 reads the bytes unpadded, which shifts a UUID ending
+    in 00 bytes; the padded value is the one the server stores."""
+    if isinstance(v, str):
+        return v.lower()
+    h = _fixed(v, 16).hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def _inet4_text(v: Any) -> str:
+    if isinstance(v, str):
+        return v
+    return ".".join(map(str, _fixed(v, 4)))
+
+
+def _inet6_text(v: Any) -> str:
+    """INET6 as MariaDB prints it (Inet6::to_string, MySQL's INET6_NTOA): lower-case hex words
+    without leading zeros; the longest run of zero words, even a single one (the first of equal
+    runs), is `::`; IPv4-compatible (::a.b.c.d) and IPv4-mapped (::ffff:a.b.c.d) addresses end in
+    dotted decimal."""
+    if isinstance(v, str):
+        return v
+    b = _fixed(v, 16)
+    words = struct.unpack(">8H", b)
+    gap_pos, gap_len, run_pos, run_len = -1, 0, -1, 0
+    for i, w in enumerate(words):
+        if w:
+            run_pos = -1
+            continue
+        if run_pos < 0:
+            run_pos, run_len = i, 0
+        run_len += 1
+        if run_len > gap_len:
+            gap_pos, gap_len = run_pos, run_len
+    if gap_pos == 0 and (gap_len == 6 or (gap_len == 5 and words[5] == 0xFFFF)):
+        return ("::" if gap_len == 6 else "::ffff:") + ".".join(map(str, b[12:]))
+    if gap_pos < 0:
+        return ":".join(f"{w:x}" for w in words)
+    head = ":".join(f"{w:x}" for w in words[:gap_pos])
+    tail = ":".join(f"{w:x}" for w in words[gap_pos + gap_len:])
+    return f"{head}::{tail}"
 
 
 _NO = object()
@@ -539,7 +624,8 @@ def default_raw(col: Column) -> Any:
             return text
         if base == "SET":
             return text
-        if base in model.SPATIAL_TYPES or base in ("JSON", "VECTOR"):
+        # UUID: Debezium's convertUuid takes no text, so its schema carries no default (INET alike)
+        if base in model.SPATIAL_TYPES or base in ("JSON", "VECTOR", "UUID", "INET4", "INET6"):
             return _NO
         if base in ("BINARY", "VARBINARY", "BLOB", "TINYBLOB", "MEDIUMBLOB", "LONGBLOB"):
             return text.encode("utf-8")
@@ -593,7 +679,10 @@ def _parse_time(text: str) -> dt.timedelta:
 
 
 def column_def(col: Column, opts: TypeOptions) -> ColumnDef:
-    """Schema (with `optional` and Debezium's schema default) plus converter for one column."""
+    """Schema (with `optional` and Debezium's schema default) plus converter for one column.
+    Raises `UnknownColumnType` for a type this release does not know."""
+    if col.base_type not in model.KNOWN_TYPES:
+        raise UnknownColumnType(col.name, col.type_name)
     schema = column_schema(col, opts).with_optional(col.optional)
     raw = default_raw(col)
     if raw is not _NO:
