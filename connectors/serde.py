@@ -14,8 +14,8 @@ def to_json_bytes(schema: Schema | None, payload: Any, schemas_enable: bool) -> 
     keyless table) stays None: Kafka carries a null, not the JSON text `null`."""
     if payload is None:
         return None
-    body = orjson.dumps(payload)
     if not schemas_enable or schema is None:
-        return body
-    # The schema text is cached on the (shared, immutable) Schema object: splice, don't re-encode.
-    return b'{"schema":' + schema.json_text + b',"payload":' + body + b"}"
+        return orjson.dumps(payload)
+    # The schema text is cached on the (shared, immutable) Schema object: spliced in as a Fragment,
+    # not re-encoded, and written into the one output buffer (no second copy of a large payload).
+    return orjson.dumps({"schema": orjson.Fragment(schema.json_text), "payload": payload})

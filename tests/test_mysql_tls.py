@@ -18,7 +18,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import NameOID
 
-from connectors.api import TerminalError
+from connectors import config
+from connectors.api import ConfigError, TerminalError
 from connectors.mysql import setup
 from connectors.mysql.binlog import BinlogStream
 
@@ -106,12 +107,53 @@ def _cipher(conn: pymysql.connections.Connection) -> str:
 
 
 # --------------------------------------------------------------------------- tests
+# database.ssl.mode per connector class, as Debezium 3.6 defines them (MySqlConnectorConfig's
+# SecureConnectionMode; MariaDbConnectorConfig.MariaDbSecureConnectionMode, mapped onto the MySQL
+# modes as MariaDbStreamingChangeEventSource.sslModeFor does): value → the mode tls.py applies.
+SSL_MODES = {
+    "mysql": {"disabled": "disabled", "preferred": "preferred", "required": "required", "verify_ca": "verify_ca",
+              "verify_identity": "verify_identity"},
+    "mariadb": {"disable": "disabled", "trust": "required", "verify-ca": "verify_ca", "verify-full": "verify_identity"},
+}
+DEFAULT_SSL_MODE = {"mysql": "preferred", "mariadb": "disabled"}
+
+
+def test_ssl_mode_values_per_connector_class(tmp_path: Path, pki: Pki) -> None:
+    """Every value of each connector class is accepted by the configuration and applied as its
+    TLS behaviour; the other class's spelling is refused (as Debezium refuses it), and the default
+    is Debezium's (MySQL `preferred`, MariaDB `disable`)."""
+    base = {"database.hostname": "127.0.0.1", "database.user": "u", "topic.prefix": "p",
+            "snapshot.mode": "no_data", "debezium.sink.type": "jsonl", "debezium.sink.jsonl.path": "-",
+            "database.ssl.truststore": str(pki.ca_pem)}
+    for connector, modes in SSL_MODES.items():
+        for value, mode in modes.items():
+            for spelled in (value, value.upper()):
+                cfg = config.from_mapping({**base, "connector.class": connector, "database.ssl.mode": spelled})
+                settings = setup.settings_from_props(cfg.source)
+                assert settings.ssl_mode == mode, (connector, spelled)
+                assert (settings.ssl_context is None) == (mode in ("disabled", "preferred"))
+                if settings.ssl_context is not None:
+                    verifies = mode in ("verify_ca", "verify_identity")
+                    assert (settings.ssl_context.verify_mode == ssl.CERT_REQUIRED) == verifies
+                    assert settings.ssl_context.check_hostname == (mode == "verify_identity")
+        other = next(m for c, m in SSL_MODES.items() if c != connector)
+        for value in other:
+            if value in modes:
+                continue
+            with pytest.raises(ConfigError, match=f"database.ssl.mode={value} is not one of {', '.join(modes)}"):
+                config.from_mapping({**base, "connector.class": connector, "database.ssl.mode": value})
+        cfg = config.from_mapping({**base, "connector.class": connector})
+        assert setup.settings_from_props(cfg.source).ssl_mode == DEFAULT_SSL_MODE[connector]
+
+
 def test_modes_against_a_server_without_tls(mariadb: Any) -> None:
+    """Errors and hints spell modes the way the configuration does."""
     assert str(mariadb.variable("have_ssl")).upper() != "YES"
-    for mode in ("required", "trust", "verify_ca", "verify-full"):
-        with pytest.raises(TerminalError, match="does not offer TLS, but database.ssl.mode=") as err:
+    for mode, plain in (("required", "preferred or disabled"), ("verify_ca", "preferred or disabled"),
+                        ("trust", "disable"), ("verify-full", "disable")):
+        with pytest.raises(TerminalError, match=f"does not offer TLS, but database.ssl.mode={mode} requires") as err:
             _connect(mariadb, **{"database.ssl.mode": mode})
-        assert "database.ssl.mode=preferred or disabled" in (err.value.hint or "")
+        assert f"database.ssl.mode={plain}" in (err.value.hint or "")
     for mode in ("disabled", "disable", "preferred"):
         with contextlib.closing(_connect(mariadb, **{"database.ssl.mode": mode})) as conn:
             assert _cipher(conn) == ""
@@ -137,6 +179,10 @@ def test_modes_against_a_tls_server(mariadb_factory: Any, pki: Pki, tmp_path: Pa
     with pytest.raises(TerminalError, match="TLS with .* failed") as err:
         _connect(server, **{"database.ssl.mode": "verify_identity", "database.hostname": "localhost", **ca})
     assert "name database.hostname" in (err.value.hint or "")
+    assert "database.ssl.mode=required encrypts" in (err.value.hint or "")
+    with pytest.raises(TerminalError, match=r"TLS with .* failed \(database.ssl.mode=verify-full\)") as err:
+        _connect(server, **{"database.ssl.mode": "verify-full", "database.hostname": "localhost", **ca})
+    assert "verify-full also needs" in (err.value.hint or "") and "database.ssl.mode=trust encrypts" in err.value.hint
     # verify_ca checks the chain only: "localhost" is not in the certificate, and that is fine.
     with contextlib.closing(_connect(server, **{"database.ssl.mode": "verify_ca", "database.hostname": "localhost",
                                                 **ca})) as conn:

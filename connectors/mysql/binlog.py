@@ -37,7 +37,7 @@ from typing import Any
 import pymysql
 
 from connectors.api import GtidSet, TerminalError, TransientError
-from connectors.mysql import jsonbinary
+from connectors.mysql import jsonbinary, tls
 from connectors.mysql.model import Table
 from connectors.mysql.types import ZERO, BinlogDecimal
 
@@ -64,6 +64,11 @@ _HEADER = struct.Struct("<IBIIIH")
 _MARIA_GTID = struct.Struct("<QIB").unpack_from
 _MAX_PACKET = 0xFFFFFF  # a packet of this length continues in the next one
 _CHUNK = 1 << 20  # bytes asked of the socket per read
+# A packet this large is read straight into a bytearray of its event's size (no list of reads
+# joined, the read buffer not grown); a MEDIUM/LONG TEXT/BLOB value this large is a memoryview
+# of the packet, decoded by its converter without a copy.
+_LARGE_PACKET = _CHUNK
+_VIEW_MIN = 1 << 16
 _EPOCH = dt.datetime(1970, 1, 1)
 
 
@@ -138,7 +143,9 @@ def _int24(signed: bool) -> Decoder:
     return dec
 
 
-def _lenbytes(nlen: int) -> Decoder:
+def _lenbytes(nlen: int, view: bool = False) -> Decoder:
+    """Length-prefixed bytes; with `view`, a value of _VIEW_MIN bytes or more (a MEDIUM/LONG
+    BLOB or TEXT) is a memoryview of the packet instead of a copy."""
     if nlen == 1:
         def dec1(buf: bytes, off: int) -> tuple[Any, int]:
             n = buf[off]
@@ -151,6 +158,15 @@ def _lenbytes(nlen: int) -> Decoder:
             off += 2
             return buf[off:off + n], off + n
         return dec2
+
+    if view:
+        def decn_view(buf: bytes, off: int) -> tuple[Any, int]:
+            n = int.from_bytes(buf[off:off + nlen], "little")
+            off += nlen
+            if n >= _VIEW_MIN:  # a large value is not copied out of the packet
+                return memoryview(buf)[off:off + n], off + n
+            return buf[off:off + n], off + n
+        return decn_view
 
     def decn(buf: bytes, off: int) -> tuple[Any, int]:
         n = int.from_bytes(buf[off:off + nlen], "little")
@@ -321,7 +337,7 @@ def column_decoder(ftype: int, meta: int, unsigned: bool) -> Decoder:
     if ftype in (T_ENUM, T_SET):
         return _uint_le(meta & 0xFF)
     if ftype in (T_BLOB, T_GEOMETRY, T_TINY_BLOB, T_MEDIUM_BLOB, T_LONG_BLOB, T_VECTOR):
-        return _lenbytes(meta or 4)
+        return _lenbytes(meta or 4, view=True)
     if ftype == T_JSON:
         return _json(meta)
     if ftype == T_BIT:
@@ -429,7 +445,16 @@ def compile_rows(tm: TableMap, table: Table | None, config_path: str | None = No
             "schema history does not match the server: a DDL statement was skipped, or ran with sql_log_bin=0)",
             recovery_hint(config_path))
     unsigned = [c.unsigned for c in table.columns] if table is not None else [False] * n
-    decs = [column_decoder(t, m, u) for t, m, u in zip(tm.types, tm.metas, unsigned, strict=True)]
+    decs = []
+    for i, (t, m, u) in enumerate(zip(tm.types, tm.metas, unsigned, strict=True)):
+        try:
+            decs.append(column_decoder(t, m, u))
+        except TerminalError as e:
+            col = table.columns[i] if table is not None else None
+            name = f"{col.name} ({col.type_name})" if col is not None else f"#{i + 1}"
+            raise TerminalError(f"table {tm.db}.{tm.table} column {name}: {e.message}",
+                                "exclude the table (table.exclude.list); this column type cannot be decoded "
+                                "from the binlog") from None
     full = tuple(range(n))
     read_full = _full_reader(tm.types, tm.metas, unsigned)
 
@@ -493,6 +518,7 @@ class ConnectionSettings:
     read_timeout: float | None = None
     ssl_mode: str = "preferred"
     ssl_context: ssl.SSLContext | None = field(default=None, repr=False, compare=False)
+    ssl_mode_name: str = ""  # database.ssl.mode as configured (MariaDB's `trust` for `required`...)
     # database.initial.statements: run on the set-up connection, never on the binlog stream's
     # (Debezium runs them on its JDBC connections only). They may hold secrets.
     initial_statements: tuple[str, ...] = field(default=(), repr=False)
@@ -643,20 +669,76 @@ class BinlogStream:
             try:
                 chunk = read1(max(need - have, _CHUNK))
             except (OSError, ValueError) as e:  # ValueError: the socket file was closed by stop()
-                if self._stopped:
-                    return False
-                raise TransientError(f"binlog connection lost: {e}", "reconnecting") from None
+                return self._lost(e)
             if not chunk:
-                if self._stopped:
-                    return False
-                raise TransientError("binlog connection lost: the server closed the connection", "reconnecting")
+                return self._lost(None)
             parts.append(chunk)
             have += len(chunk)
         self._buf = b"".join(parts)
         self._p = 0
         return True
 
-    def _packet(self) -> tuple[bytes, int, int] | None:
+    def _lost(self, e: Exception | None) -> bool:
+        """A read failed with `e` or met EOF (None): False when stop() caused it (the caller then
+        returns False), otherwise the connection is lost."""
+        if self._stopped:
+            return False
+        if e is None:
+            raise TransientError("binlog connection lost: the server closed the connection", "reconnecting")
+        raise TransientError(f"binlog connection lost: {e}", "reconnecting") from None
+
+    def _read_into(self, mv: memoryview) -> bool:
+        """Fill `mv` from the read buffer, then straight from the socket (no intermediate
+        copies); False when the stream was stopped."""
+        assert self.conn is not None and self.conn._rfile is not None
+        buf, p = self._buf, self._p
+        got = min(len(buf) - p, len(mv))
+        if got:
+            mv[:got] = buf[p:p + got]
+            self._p = p + got
+        readinto = self.conn._rfile.readinto
+        while got < len(mv):
+            try:
+                n = readinto(mv[got:])
+            except (OSError, ValueError) as e:
+                return self._lost(e)
+            if not n:
+                return self._lost(None)
+            got += n
+        return True
+
+    def _large_packet(self, plen: int) -> tuple[bytearray, int, int] | None:
+        """An event of `plen` >= _LARGE_PACKET bytes (with its continuation packets when it is
+        longer than one packet) read into one bytearray of its size: a 10 MB row costs its size
+        once here, not a list of reads plus their join. The caller's packet header is consumed."""
+        self._p += 4
+        total = plen
+        if plen == _MAX_PACKET:  # the event's own header says how long all its packets are
+            if not self._fill(14):
+                return None
+            buf, p = self._buf, self._p
+            if buf[p] == 0:
+                total = 1 + int.from_bytes(buf[p + 10:p + 14], "little")
+        data = bytearray(max(total, plen))
+        got = 0
+        with memoryview(data) as mv:
+            while True:
+                if got + plen > len(mv):
+                    raise TransientError(f"binlog packet framing: {got + plen} bytes for an event of {total}",
+                                         "reconnecting")
+                if not self._read_into(mv[got:got + plen]):
+                    return None
+                got += plen
+                if plen < _MAX_PACKET:
+                    break
+                if not self._fill(4):
+                    return None
+                buf, p = self._buf, self._p
+                plen = buf[p] | buf[p + 1] << 8 | buf[p + 2] << 16
+                self._p = p + 4
+        return data, 0, got
+
+    def _packet(self) -> tuple[bytes | bytearray, int, int] | None:
         """The next packet's payload as (bytes, start, end), reading as needed; an event longer
         than one packet (16 MiB - 1) is joined from its continuation packets. None: stopped."""
         pieces: list[bytes] = []
@@ -665,6 +747,8 @@ class BinlogStream:
                 return None
             buf, p = self._buf, self._p
             plen = buf[p] | buf[p + 1] << 8 | buf[p + 2] << 16
+            if plen >= _LARGE_PACKET and not pieces:
+                return self._large_packet(plen)
             if not self._fill(4 + plen):
                 return None
             buf, p = self._buf, self._p
@@ -735,8 +819,11 @@ class BinlogStream:
                     yield Event("rows", ts, server_id, file, pos, next_pos, tm.db, tm.table, rows_ops[etype],
                                 skipped=True)
                     continue
+                rows = self._rows(etype, data, b, be, reader)
+                if type(data) is bytearray:
+                    rows = _as_bytes(rows)
                 yield Event("rows", ts, server_id, file, pos, next_pos, tm.db, tm.table, rows_ops[etype],
-                            self._rows(etype, data, b, be, reader), "", 0, "", False, False, entry[4])
+                            rows, "", 0, "", False, False, entry[4])
             elif etype == TABLE_MAP:
                 table_id = frm(data[b:b + 6], "little")
                 entry = maps.get(table_id)
@@ -840,6 +927,16 @@ class BinlogStream:
         return out
 
 
+def _as_bytes(rows: list[tuple[list[Any] | None, list[Any] | None]]) -> list[tuple[list[Any] | None, list[Any] | None]]:
+    """Rows decoded from a large packet (a bytearray): its short values are bytearray slices,
+    made bytes like every other packet's (large ones stay memoryviews of the packet)."""
+    def fix(image: list[Any] | None) -> list[Any] | None:
+        if image is None:
+            return None
+        return [bytes(v) if type(v) is bytearray else v for v in image]
+    return [(fix(before), fix(after)) for before, after in rows]
+
+
 def current_position(cur: Any) -> tuple[str, int, str]:
     """(file, pos, executed GTID set) of the server, MySQL 8.4 and older/MariaDB alike."""
     row = None
@@ -882,19 +979,24 @@ def connection_error(e: pymysql.err.MySQLError, s: ConnectionSettings, *,
     a wrong host or port forever helps nobody."""
     code = e.args[0] if e.args else 0
     text = str(e.args[-1]) if e.args else str(e)
+    configured = s.ssl_mode_name or s.ssl_mode
+
+    def mode(m: str) -> str:
+        return tls.spelled(m, configured)
     if code == 1045:
         return TerminalError(f"access denied for user {s.user!r} at {s.host}:{s.port} (wrong password?)",
                              "check database.user / database.password")
     if code == 2026:  # CR_SSL_CONNECTION_ERROR: TLS required, the server offers none
+        # the MariaDB connector has no `preferred`
+        plain = "preferred or disabled" if mode("disabled") == "disabled" else mode("disabled")
         return TerminalError(f"the server at {s.host}:{s.port} does not offer TLS, but database.ssl.mode="
-                             f"{s.ssl_mode} requires it",
-                             "enable TLS on the server (ssl_cert/ssl_key), or set database.ssl.mode=preferred "
-                             "or disabled")
+                             f"{configured} requires it",
+                             f"enable TLS on the server (ssl_cert/ssl_key), or set database.ssl.mode={plain}")
     if "certificate" in text.lower() or "hostname" in text.lower():  # verification failed: not a passing fault
-        return TerminalError(f"TLS with {s.host}:{s.port} failed (database.ssl.mode={s.ssl_mode}): {text}",
+        return TerminalError(f"TLS with {s.host}:{s.port} failed (database.ssl.mode={configured}): {text}",
                              "database.ssl.truststore must hold the CA that signed the server's certificate; "
-                             "verify_identity also needs the certificate to name database.hostname; "
-                             "database.ssl.mode=required encrypts without checking the certificate")
+                             f"{mode('verify_identity')} also needs the certificate to name database.hostname; "
+                             f"database.ssl.mode={mode('required')} encrypts without checking the certificate")
     if code in (2003, 2005, 2006, 2013):
         cls = TransientError if unreachable_is_transient else TerminalError
         return cls(f"cannot reach the database at {s.host}:{s.port}: {e.args[-1]}",

@@ -32,6 +32,7 @@ def settings_from_props(props: Mapping[str, Any]) -> ConnectionSettings:
                               str(props.get("database.user", "")), str(props.get("database.password", "") or ""),
                               float(props.get("connect.timeout.ms", 30000)) / 1000,
                               ssl_mode=mode, ssl_context=tls.ssl_context(props, mode),
+                              ssl_mode_name=str(props.get("database.ssl.mode") or mode).strip().lower(),
                               initial_statements=tuple(split_statements(props.get("database.initial.statements"))))
 
 

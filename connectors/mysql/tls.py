@@ -1,14 +1,21 @@
 """TLS for the MySQL/MariaDB connections: `database.ssl.*` → an `ssl.SSLContext` for PyMySQL.
 
-Modes (MySQL connector names; the MariaDB connector's `disable`/`trust`/`verify-ca`/`verify-full`
-mean the same as `disabled`/`required`/`verify_ca`/`verify_identity`):
+`database.ssl.mode` takes each connector class's own Debezium values (the configuration refuses
+the other class's spelling, as Debezium does):
 
-  disabled         plain connection, even when the server offers TLS;
-  preferred        TLS when the server offers it, certificate not checked (PyMySQL's default);
-  required         TLS or a clear error; certificate not checked;
-  verify_ca        TLS, the server certificate must chain to `database.ssl.truststore` (or the
-                   system CAs when no truststore is given);
-  verify_identity  verify_ca, and the certificate must name `database.hostname`.
+  connector.class=mysql (MySqlConnectorConfig.SecureConnectionMode, default `preferred`)
+  connector.class=mariadb (MariaDbConnectorConfig.MariaDbSecureConnectionMode, default `disable`;
+      mapped onto the MySQL modes as MariaDbStreamingChangeEventSource.sslModeFor maps them)
+
+  mysql            mariadb       behaviour
+  disabled         disable       plain connection, even when the server offers TLS;
+  preferred        -             TLS when the server offers it, certificate not checked (PyMySQL's default);
+  required         trust         TLS or a clear error; certificate not checked;
+  verify_ca        verify-ca     TLS, the server certificate must chain to `database.ssl.truststore`
+                                 (or the system CAs when no truststore is given);
+  verify_identity  verify-full   verify_ca, and the certificate must name `database.hostname`.
+
+Messages and hints name modes the way the configuration spells them.
 
 Debezium reads Java key stores. Tidemark reads the same properties but needs files Python can
 load: PEM (certificates, and for the keystore the client certificate plus its private key) or
@@ -32,6 +39,7 @@ Mode = Literal["disabled", "preferred", "required", "verify_ca", "verify_identit
 MODES: tuple[Mode, ...] = ("disabled", "preferred", "required", "verify_ca", "verify_identity")
 _MARIADB_MODES: dict[str, Mode] = {"disable": "disabled", "trust": "required", "verify-ca": "verify_ca",
                                    "verify-full": "verify_identity"}
+_MARIADB_NAMES: dict[str, str] = {mode: name for name, mode in _MARIADB_MODES.items()}
 _JAVA_STORES = {b"\xfe\xed\xfe\xed": "a Java KeyStore (JKS)", b"\xce\xce\xce\xce": "a Java JCEKS key store"}
 
 
@@ -42,6 +50,12 @@ def ssl_mode(props: Mapping[str, Any]) -> Mode:
         raise TerminalError(f"database.ssl.mode={raw!r} is not a TLS mode",
                             f"use one of: {', '.join(MODES)} (MariaDB: {', '.join(_MARIADB_MODES)})")
     return mode  # type: ignore[return-value]
+
+
+def spelled(mode: str, configured: str) -> str:
+    """`mode` (one of MODES) as the configuration spells modes: the MariaDB connector's names
+    when the configured mode is one of them."""
+    return _MARIADB_NAMES.get(mode, mode) if configured.strip().lower() in _MARIADB_MODES else mode
 
 
 def ssl_context(props: Mapping[str, Any], mode: Mode) -> ssl.SSLContext | None:
