@@ -167,8 +167,14 @@ class PostgresSource:
         lsn = int(offset.get("lsn_flush", 0))
         if lsn > self._flushed:
             self._flushed = lsn
-        if self._stream is not None:
-            self._stream.send_feedback(self._flushed)
+        stream = self._stream  # read once: close() may clear it on the engine's thread
+        if stream is not None:
+            try:
+                stream.send_feedback(self._flushed)
+            except TidemarkError as e:
+                # The offset is stored; a dead connection only means the server hears of it
+                # from the next one (which starts there). The read path reports the failure.
+                log.debug("confirming %s to the server: %s", _fmt(self._flushed), e)
 
     def close(self) -> None:
         from connectors.postgres import setup
