@@ -61,10 +61,12 @@ CONSUMERS: dict[str, tuple[str, dict[str, str]]] = {
     "tidemark_kafka": ("tidemark_kafka", {}),
     "tidemark_delta": ("tidemark_delta", {}),
     "debezium": ("debezium", {}),
-    # not in the default run: Debezium with its batching wait (poll.interval.ms) shortened
+    # Debezium 3.6 waits up to poll.interval.ms (500) for a batch of max.batch.size (2048) to fill,
+    # and its PostgreSQL reader sleeps as long when the stream is idle: the same with 10 ms
     "debezium_poll10ms": ("debezium", {"poll.interval.ms": "10"}),
 }
-DEFAULT_CONSUMERS = ["tidemark_jsonl", "tidemark_jsonl_flush600s", "tidemark_kafka", "tidemark_delta", "debezium"]
+DEFAULT_CONSUMERS = ["tidemark_jsonl", "tidemark_jsonl_flush600s", "tidemark_kafka", "tidemark_delta", "debezium",
+                     "debezium_poll10ms"]
 SINK_OF = {"tidemark_jsonl": "jsonl", "tidemark_kafka": "kafka", "tidemark_delta": "delta", "debezium": "handler"}
 
 SCHEMA_SQL = f"""
@@ -457,6 +459,7 @@ def measure(name: str, idx: int, pg: Any, kafka: Any, base: Path, a: argparse.Na
         ids = range(first, first + n)
         got = seen.wait_for(ids, a.drain, alive)
         cpu = tree_cpu_s(consumer.pid)
+        watcher_cpu = tree_cpu_s(procs[0][0].pid) if len(procs) > 1 else None
         load1 = os.getloadavg()[0]
     finally:
         codes = [stop_process(p, how) for p, how in reversed(procs)]
@@ -486,6 +489,7 @@ def measure(name: str, idx: int, pg: Any, kafka: Any, base: Path, a: argparse.Na
         "from_server_commit": percentiles(from_server),
         "server_commit_to_client_ms_p50": percentiles(commit_gap)["p50_ms"],
         "generator": gen, "settings": settings, "consumer_cpu_s": cpu,
+        "watcher_cpu_s": watcher_cpu,
         "load_average": [round(load0, 2), round(load1, 2)],
     }
     if sink == "delta":
