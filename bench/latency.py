@@ -97,7 +97,6 @@ def generator_child(spec_path: str) -> None:
     late = [0.0] * n
     interval = 1.0 / rate
     t0 = time.monotonic() + 0.05
-    wall0 = time.time()
     for k in range(n):
         due = t0 + k * interval
         d = due - time.monotonic()
@@ -110,7 +109,7 @@ def generator_child(spec_path: str) -> None:
     end = time.monotonic()
     conn.close()
     Path(spec["out"]).write_text(json.dumps({"first": first, "commit": commit, "late": late,
-                                             "elapsed": end - t0, "wall0": wall0}))
+                                             "elapsed": end - t0}))
 
 
 # =========================================================================== child: sink watchers
@@ -384,13 +383,13 @@ def stop_process(proc: subprocess.Popen, how: str, timeout: float = 30) -> int:
     return proc.returncode
 
 
-def wait_slot_active(pg: Any, slot: str, timeout: float, proc: subprocess.Popen) -> None:
+def wait_slot_active(pg: Any, slot: str, timeout: float, proc: subprocess.Popen, log_path: Path) -> None:
     deadline = time.monotonic() + timeout
     while not pg.scalar("SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,)):
-        if proc.poll() is not None:
-            raise RuntimeError(f"the consumer exited with {proc.returncode} before streaming")
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"slot {slot} not active after {timeout:.0f}s")
+        if proc.poll() is not None or time.monotonic() > deadline:
+            why = (f"exited with {proc.returncode}" if proc.poll() is not None
+                   else f"not streaming (slot {slot} inactive) after {timeout:.0f}s")
+            raise RuntimeError(f"the consumer {why}; {log_path}:\n{log_path.read_text(errors='replace')[-2000:]}")
         time.sleep(0.1)
 
 
@@ -413,7 +412,8 @@ def measure(name: str, idx: int, pg: Any, kafka: Any, base: Path, a: argparse.Na
             props_path.write_text(json.dumps(props, indent=1))
             settings = {"poll.interval.ms": int(props.get("poll.interval.ms", 500)),
                         "max.batch.size": int(props.get("max.batch.size", 2048))}
-            logs.append((work / "debezium.log").open("wb"))
+            consumer_log = work / "debezium.log"
+            logs.append(consumer_log.open("wb"))
             consumer = subprocess.Popen([sys.executable, me, "--debezium-child", str(props_path), str(seen_path)],
                                         stdin=subprocess.PIPE, stdout=logs[-1], stderr=subprocess.STDOUT)
             procs.append((consumer, "stdin"))
@@ -436,10 +436,11 @@ def measure(name: str, idx: int, pg: Any, kafka: Any, base: Path, a: argparse.Na
                                             str(a.poll_ms)],
                                            stdout=logs[-1], stderr=subprocess.STDOUT), "term"))
             cmd, env = tidemark_command(cfg)
-            logs.append((work / "tidemark.log").open("wb"))
+            consumer_log = work / "tidemark.log"
+            logs.append(consumer_log.open("wb"))
             consumer = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=logs[-1], env=env, cwd=ROOT)
             procs.append((consumer, "term"))
-        wait_slot_active(pg, slot, a.start_timeout, consumer)
+        wait_slot_active(pg, slot, a.start_timeout, consumer, consumer_log)
 
         def alive() -> bool:
             return all(p.poll() is None for p, _ in procs)
