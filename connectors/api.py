@@ -244,7 +244,7 @@ class Record:
 
     `key`/`value` are payloads already in Kafka Connect JSON form (bytes base64, decimals
     as base64 unscaled bytes, ...); `value is None` is a tombstone. `key_schema`/`value_schema`
-    are `connectors.schema.Schema` objects, shared per table version so serializers can cache
+    are `connectors.format.schema.Schema` objects, shared per table version so serializers can cache
     their JSON by identity. `collection` is the captured table (`schema.table` / `db.table`) or
     None for transaction/heartbeat/message records. `offset` is the source offset of the record.
     """

@@ -39,7 +39,7 @@ from harness import (  # noqa: E402
     start_pg,
 )
 
-from connectors.embedded import util as _util  # noqa: E402
+from connectors.app.embedded import util as _util  # noqa: E402
 
 # fixture name -> marker declared in pyproject.toml
 FIXTURE_MARKERS: dict[str, str] = {

@@ -63,7 +63,7 @@ def drain(src: Any) -> list[Any]:
 
 def started_source(server: Any, tmp_path: Path, unique_name: Any, db: str, **extra: Any) -> tuple[Any, Any]:
     """A config capturing `db` and a bounded source opened on it (fresh: schema snapshot now)."""
-    from connectors.mysql.source import MySqlSource
+    from connectors.sources.mysql.source import MySqlSource
 
     cfg = source_config(server, tmp_path, unique_name("conn"), unique_name.server_id(),
                         **{"database.include.list": db}, **extra)

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 
 ROOT = Path(__file__).resolve().parents[1]
-TIDEMARK = [sys.executable, "-m", "connectors.cli"]
+TIDEMARK = [sys.executable, "-m", "connectors.app.cli"]
 
 
 def write_config(path: Path, pg: Any, *, slot: str, prefix: str = "tm", sinks: str = "jsonl",
@@ -114,7 +114,7 @@ def kill_inside_then_resume(cfg: Path, changelog: Path, log: Path, total: int, *
     run it again until caught up. The caller checks the change log's rows."""
     import signal
 
-    from connectors.embedded.util import wait_until
+    from connectors.app.embedded.util import wait_until
 
     proc = popen_cli("run", "--config", str(cfg), log=log)
     try:

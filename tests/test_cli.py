@@ -16,7 +16,7 @@ import pytest
 from harness import wait_until
 from pgcdc import ROOT, TIDEMARK, payload, popen_cli, read_jsonl, run_cli, write_config
 
-from connectors.embedded.util import free_port
+from connectors.app.embedded.util import free_port
 
 PG_KEYS = """\
 debezium.source.connector.class=postgres
@@ -101,7 +101,7 @@ def test_invalid_config_lists_problems_exit_2(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- leaving the process
 FINALIZE_PROBE = """
 import sys
-from connectors import cli
+from connectors.app import cli
 
 class Probe:
     def __del__(self):

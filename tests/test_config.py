@@ -1,4 +1,4 @@
-"""connectors.config: file formats, shapes, normalisation, validation messages, redaction."""
+"""connectors.settings.config: file formats, shapes, normalisation, validation messages, redaction."""
 
 from __future__ import annotations
 
@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from connectors import config
 from connectors.api import ConfigError
-from connectors.config import from_mapping, load, parse_properties
-from connectors.properties import (
+from connectors.settings import config
+from connectors.settings.catalog import (
     CATALOG,
     DEFAULT_ONLY,
     HASH_ALGORITHMS,
@@ -22,6 +21,7 @@ from connectors.properties import (
     POSTGRES_AVAILABLE_SNAPSHOT_MODES,
     Prop,
 )
+from connectors.settings.config import from_mapping, load, parse_properties
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -300,7 +300,7 @@ def test_aliases_normalised_with_one_warning_each(caplog: pytest.LogCaptureFixtu
         heartbeat__topics__prefix="hb",
         snapshot__mode="schema_only",
     )
-    with caplog.at_level(logging.WARNING, logger="connectors.config"):
+    with caplog.at_level(logging.WARNING, logger="connectors.settings.config"):
         cfg = from_mapping(flat)
     assert cfg.topic_prefix == "legacy"
     assert cfg.source["table.include.list"] == ["public\\.a", "public\\.b"]
@@ -522,7 +522,7 @@ def test_ignored_keys_one_warning(caplog: pytest.LogCaptureFixture, tmp_path: Pa
         "debezium.sink.kafka.producer.key.serializer=org.apache.kafka.common.serialization.StringSerializer\n"
         "quarkus.log.console.json=false\n"
     )
-    with caplog.at_level(logging.WARNING, logger="connectors.config"):
+    with caplog.at_level(logging.WARNING, logger="connectors.settings.config"):
         cfg = load(write(tmp_path, "pg.properties", PG_SERVER + extra))
     ignored = [w for w in cfg.warnings if w.startswith("ignoring properties")]
     assert len(ignored) == 1 and len(cfg.warnings) == 1
@@ -643,7 +643,7 @@ def test_no_effect_keys_one_warning(caplog: pytest.LogCaptureFixture) -> None:
     flat = plain(max__queue__size="10000", max__queue__size__in__bytes="0", database__query__timeout__ms="5",
                  statistics__metrics__enabled="false", retriable__restart__connector__wait__ms="1",
                  lsn__flush__timeout__action="warn", streaming__delay__ms="1000")
-    with caplog.at_level(logging.WARNING, logger="connectors.config"):
+    with caplog.at_level(logging.WARNING, logger="connectors.settings.config"):
         cfg = from_mapping(flat)
     assert len(cfg.warnings) == 1 and cfg.warnings[0].startswith("ignoring properties Tidemark has no use for: ")
     w = cfg.warnings[0]

@@ -32,7 +32,7 @@ from conformance.debezium import read_jsonl, run_debezium
 from conformance.normalize import assert_conform
 from conformance.tidemark import run_tidemark, with_headers
 
-from connectors.embedded.mariadb import MariaDbServer, start_mariadb
+from connectors.app.embedded.mariadb import MariaDbServer, start_mariadb
 
 pytestmark = [pytest.mark.debezium, pytest.mark.mariadb]
 

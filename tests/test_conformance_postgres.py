@@ -21,7 +21,7 @@ from conformance.debezium import read_jsonl, run_debezium
 from conformance.normalize import assert_conform
 from conformance.tidemark import REPO, run_tidemark, with_headers
 
-from connectors.embedded.postgres import postgis_available
+from connectors.app.embedded.postgres import postgis_available
 
 COMMON = {
     "plugin.name": "pgoutput",

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from connectors.api import Batch, Record, TransientError
-from connectors.engine import Engine
+from connectors.engine.loop import Engine
 
 
 def rec(i: int) -> Record:
@@ -277,7 +277,7 @@ def test_the_retry_counter_restarts_after_a_working_connection(caplog: pytest.Lo
     src = FlakySource(log)
     eng = Engine(lambda: src, [LogSink(log)], MemOffsets(log), offset_key=lambda o: (o["n"],),
                  max_retries=2, backoff_initial=0.001, backoff_max=5, offsets_flush_s=0)
-    with caplog.at_level(logging.WARNING, logger="connectors.engine"), pytest.raises(TransientError, match="still"):
+    with caplog.at_level(logging.WARNING, logger="connectors.engine.loop"), pytest.raises(TransientError, match="still"):
         eng.run()
     attempts = [r.getMessage().rsplit("(", 1)[1] for r in caplog.records if "retrying" in r.getMessage()]
     # Each outage after a working connection is attempt 1 again; the third outage then goes on

@@ -7,14 +7,14 @@ import struct
 from decimal import Decimal
 from typing import Any
 
-from connectors import temporal as T
-from connectors.filters import ColumnRules, TableFilters
-from connectors.postgres.fastrow import compile_insert
-from connectors.postgres.pgoutput import BIG_VALUE, UNCHANGED_TOAST, _tuple, big_text
-from connectors.postgres.types import TypeModes, _decimal_mapping
-from connectors.schema import prim
-from connectors.tableschema import ColumnDef, build
-from connectors.topics import TopicNamer
+from connectors.format import temporal as T
+from connectors.format.schema import prim
+from connectors.format.tableschema import ColumnDef, build
+from connectors.format.topics import TopicNamer
+from connectors.settings.filters import ColumnRules, TableFilters
+from connectors.sources.postgres.fastrow import compile_insert
+from connectors.sources.postgres.pgoutput import BIG_VALUE, UNCHANGED_TOAST, _tuple, big_text
+from connectors.sources.postgres.types import TypeModes, _decimal_mapping
 
 
 def _timestamptz_texts(n: int) -> list[str]:

@@ -14,9 +14,9 @@ from pgcdc import run_cli
 from pgcdc import write_config as pg_config
 
 from connectors.api import TerminalError
-from connectors.config import load, split_statements
-from connectors.mysql import setup as my_setup
-from connectors.postgres import setup as pg_setup
+from connectors.settings.config import load, split_statements
+from connectors.sources.mysql import setup as my_setup
+from connectors.sources.postgres import setup as pg_setup
 
 SECRET = "tm-very-secret-41"
 
@@ -36,7 +36,7 @@ def test_pg_statements_run_on_each_new_connection(pg: Any, pg_database: str,
                             f"SELECT set_config('tidemark.probe', 'a;;{SECRET}', false);SET search_path TO pg_catalog"})
     params = pg_setup.PgConnParams.from_props(props)
     assert SECRET not in repr(params)
-    with caplog.at_level("INFO", logger="connectors.postgres.setup"):
+    with caplog.at_level("INFO", logger="connectors.sources.postgres.setup"):
         conn = pg_setup.connect(params)
     try:
         with conn.cursor() as cur:
@@ -80,7 +80,7 @@ def test_mysql_statements_run_on_the_setup_connection(mariadb: Any, caplog: pyte
     props = mariadb.props(**{"database.initial.statements": f"SET @probe = 'a;;{SECRET}'; SET @n = 7;"})
     settings = my_setup.settings_from_props(props)
     assert SECRET not in repr(settings)
-    with caplog.at_level("INFO", logger="connectors.mysql.setup"):
+    with caplog.at_level("INFO", logger="connectors.sources.mysql.setup"):
         conn = my_setup.connect(settings)
     try:
         with conn.cursor() as cur:

@@ -13,7 +13,7 @@ from typing import Any
 
 from test_mysql_source import _cfg, _started
 
-from connectors.mysql.source import MySqlSource
+from connectors.sources.mysql.source import MySqlSource
 
 N = 320  # a multiple of max.batch.size: the last size cut comes right before the idle stream
 

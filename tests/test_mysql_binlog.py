@@ -15,10 +15,10 @@ import pytest
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
-from connectors.mysql.binlog import BinlogStream, ConnectionSettings, current_position
-from connectors.mysql.ddl import DdlParser
-from connectors.mysql.model import Table, Tables
-from connectors.mysql.types import ZERO, BinlogDecimal, TypeOptions, column_def, python_codec
+from connectors.sources.mysql.binlog import BinlogStream, ConnectionSettings, current_position
+from connectors.sources.mysql.ddl import DdlParser
+from connectors.sources.mysql.model import Table, Tables
+from connectors.sources.mysql.types import ZERO, BinlogDecimal, TypeOptions, column_def, python_codec
 
 ALL_TYPES = """CREATE TABLE {db}.alltypes (
   id INT NOT NULL PRIMARY KEY,
@@ -513,7 +513,7 @@ def test_decimal_reader_matches_decimal_decoding() -> None:
     for every precision/scale layout (1-4 byte leading and trailing groups), signs and widths."""
     from test_mysql_jsonbinary import decimal_bin
 
-    from connectors.mysql.jsonbinary import decimal_reader, decode_decimal
+    from connectors.sources.mysql.jsonbinary import decimal_reader, decode_decimal
 
     rnd = random.Random(7)
     for precision in range(1, 66):
@@ -532,7 +532,7 @@ def test_decimal_reader_matches_decimal_decoding() -> None:
 def test_decimal_converters_take_binlog_decimals() -> None:
     """Every decimal.handling.mode gives the same payload for a BinlogDecimal as for the Decimal
     a snapshot reads, also when the binlog's scale differs from the model's."""
-    from connectors.mysql.model import Column
+    from connectors.sources.mysql.model import Column
 
     col = Column("p", "DECIMAL", 1, length=10, scale=2)
     for mode in ("precise", "double", "string"):
@@ -546,7 +546,7 @@ def test_decimal_converters_take_binlog_decimals() -> None:
 
 
 def test_zoned_timestamp_widths() -> None:
-    from connectors.mysql.types import zoned_timestamp
+    from connectors.sources.mysql.types import zoned_timestamp
 
     for v in (dt.datetime(2026, 11, 23, 9, 1, 2, 999999), dt.datetime(999, 1, 2, 3, 4, 5, 6), dt.datetime(1970, 1, 1),
               dt.datetime(2038, 1, 19, 3, 14, 7, 1000)):
@@ -559,7 +559,7 @@ def test_zoned_timestamp_widths() -> None:
 def test_time_precision_modes_as_debezium_validates_them() -> None:
     """Debezium 3.6's binlog connectors refuse `adaptive` and accept the 3.x modes."""
     from connectors.api import ConfigError
-    from connectors.mysql.types import TypeOptions
+    from connectors.sources.mysql.types import TypeOptions
 
     with pytest.raises(ConfigError, match="'adaptive' is no longer supported") as e:
         TypeOptions.from_config({"time.precision.mode": "adaptive"})

@@ -1,4 +1,4 @@
-"""MySQL binary JSON (connectors/mysql/jsonbinary.py) without a server: MariaDB stores JSON as
+"""MySQL binary JSON (connectors/sources/mysql/jsonbinary.py) without a server: MariaDB stores JSON as
 text, so these byte fixtures are the only exercise of the decoder.
 
 The fixtures are built by a small encoder written from MySQL's format description
@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import pytest
 from pymysqlreplication.json_binary import parse_json
 
-from connectors.mysql.jsonbinary import decode_decimal, render
+from connectors.sources.mysql.jsonbinary import decode_decimal, render
 
 SMALL_OBJ, LARGE_OBJ, SMALL_ARR, LARGE_ARR, LITERAL = 0, 1, 2, 3, 4
 INT16, UINT16, INT32, UINT32, INT64, UINT64, DOUBLE, STRING, OPAQUE = 5, 6, 7, 8, 9, 10, 11, 12, 15

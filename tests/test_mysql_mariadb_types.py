@@ -34,9 +34,9 @@ import pytest
 from mycdc import drain, started_source
 
 from connectors.api import TerminalError
-from connectors.mysql.ddl import DdlParser
-from connectors.mysql.model import OTHER, Column, Tables
-from connectors.mysql.types import TypeOptions, UnknownColumnType, column_def
+from connectors.sources.mysql.ddl import DdlParser
+from connectors.sources.mysql.model import OTHER, Column, Tables
+from connectors.sources.mysql.types import TypeOptions, UnknownColumnType, column_def
 
 
 def _uuids() -> list[str]:

@@ -12,9 +12,9 @@ import pytest
 from harness import wait_until
 
 from connectors.api import TerminalError, TransientError
-from connectors.mysql import setup
-from connectors.mysql.binlog import BinlogStream
-from connectors.mysql.source import MySqlSource
+from connectors.sources.mysql import setup
+from connectors.sources.mysql.binlog import BinlogStream
+from connectors.sources.mysql.source import MySqlSource
 
 
 class _Cfg(types.SimpleNamespace):
@@ -84,7 +84,7 @@ def test_unreachable_is_terminal_only_before_the_first_connect(mariadb_factory: 
 
 
 def test_connection_settings_never_show_the_password() -> None:
-    from connectors.mysql.binlog import ConnectionSettings
+    from connectors.sources.mysql.binlog import ConnectionSettings
 
     s = setup.settings_from_props({"database.hostname": "db.example", "database.user": "cdc",
                                    "database.password": "s3cr3t-pw", "database.ssl.mode": "required"})

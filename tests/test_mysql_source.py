@@ -12,11 +12,11 @@ from mycdc import source_config as _cfg
 from mycdc import started_source as _started
 
 from connectors.api import TerminalError
-from connectors.mysql import setup
-from connectors.mysql.ddl import DdlParser, UnparseableDdl
-from connectors.mysql.history import DeltaSchemaHistory, HistoryRecord
-from connectors.mysql.model import Tables
-from connectors.mysql.source import MySqlSource
+from connectors.sources.mysql import setup
+from connectors.sources.mysql.ddl import DdlParser, UnparseableDdl
+from connectors.sources.mysql.history import DeltaSchemaHistory, HistoryRecord
+from connectors.sources.mysql.model import Tables
+from connectors.sources.mysql.source import MySqlSource
 
 
 def test_ddl_alter_sequence() -> None:
@@ -208,8 +208,8 @@ def test_resume_by_file_pos_without_gtids(mariadb: Any, mariadb_database: str, t
 
 def test_transaction_ids_without_gtids() -> None:
     """Debezium's transaction id without GTIDs: `file=<file>,pos=<position of BEGIN>`."""
-    from connectors.mysql.binlog import Event
-    from connectors.mysql.events import Translator, TxEnd
+    from connectors.sources.mysql.binlog import Event
+    from connectors.sources.mysql.events import Translator, TxEnd
 
     tr = Translator(Tables(), {"file": "mysql-bin.000003", "pos": 100})
     items = list(tr.feed(Event("query", 1, 1, "mysql-bin.000003", 100, 180, query="BEGIN", thread=7)))
@@ -222,7 +222,7 @@ def test_transaction_ids_without_gtids() -> None:
 def test_create_or_replace_is_ddl() -> None:
     """MariaDB's CREATE OR REPLACE TABLE/DATABASE change the model; OR REPLACE of views,
     routines and triggers are still no table DDL."""
-    from connectors.mysql.events import _NON_DDL
+    from connectors.sources.mysql.events import _NON_DDL
 
     for sql in ("CREATE OR REPLACE TABLE t (a INT)", "create or replace  temporary table t (a int)",
                 "CREATE OR REPLACE DATABASE d", "CREATE OR REPLACE UNIQUE INDEX i ON t (a)"):

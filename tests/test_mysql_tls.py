@@ -18,10 +18,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import NameOID
 
-from connectors import config
 from connectors.api import ConfigError, TerminalError
-from connectors.mysql import setup
-from connectors.mysql.binlog import BinlogStream
+from connectors.settings import config
+from connectors.sources.mysql import setup
+from connectors.sources.mysql.binlog import BinlogStream
 
 
 # --------------------------------------------------------------------------- certificates

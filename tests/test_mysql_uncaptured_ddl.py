@@ -24,9 +24,9 @@ import pytest
 from mycdc import drain, read_jsonl, run_cli, source_config, started_source, write_config
 
 from connectors.api import TerminalError
-from connectors.mysql.ddl import DdlParser, UnparseableDdl
-from connectors.mysql.model import Tables
-from connectors.mysql.source import MySqlSource
+from connectors.sources.mysql.ddl import DdlParser, UnparseableDdl
+from connectors.sources.mysql.model import Tables
+from connectors.sources.mysql.source import MySqlSource
 
 UNPARSEABLE_CREATE = "CREATE TABLE {t} (id INT PRIMARY KEY, x INT) WITH SYSTEM VERSIONING"
 UNPARSEABLE_ALTER = "ALTER TABLE {t} ADD SYSTEM VERSIONING"

@@ -11,7 +11,7 @@ import pytest
 from mycdc import payload, read_jsonl, run_cli, write_config
 
 from connectors.api import TerminalError
-from connectors.topics import NameAdjuster, TopicNamer
+from connectors.format.topics import NameAdjuster, TopicNamer
 
 CASES = [
     # name, avro field, avro_unicode field, avro schema, avro_unicode schema
@@ -38,7 +38,7 @@ def test_rules(name: str, field_avro: str, field_unicode: str, schema_avro: str,
 
 def test_two_names_becoming_one_stop_the_connector(caplog: pytest.LogCaptureFixture) -> None:
     adjust = NameAdjuster("avro", field=False)
-    with caplog.at_level("WARNING", logger="connectors.topics"):
+    with caplog.at_level("WARNING", logger="connectors.format.topics"):
         assert adjust("tm.public.a-b.Value") == adjust("tm.public.a-b.Value") == "tm.public.a_b.Value"
     assert caplog.text.count("not a valid Avro name") == 1  # once per name
     assert adjust("tm.public.a_b.Value") == "tm.public.a_b.Value"  # already valid: no conflict

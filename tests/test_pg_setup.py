@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from connectors.api import TerminalError, TransientError
-from connectors.postgres import setup
-from connectors.postgres.setup import PgConnParams, SlotInfo
+from connectors.sources.postgres import setup
+from connectors.sources.postgres.setup import PgConnParams, SlotInfo
 
 
 @pytest.fixture
@@ -271,7 +271,7 @@ def test_publish_via_partition_root(db: Any, unique_name: Any, caplog: pytest.Lo
         assert setup.ensure_publication(db, pub, mode, tables, via_root=True) == "created"
         assert setup.ensure_publication(db, plain, mode, tables) == "created"
         assert via_root(pub) and not via_root(plain), mode
-    with caplog.at_level("WARNING", logger="connectors.postgres.setup"):
+    with caplog.at_level("WARNING", logger="connectors.sources.postgres.setup"):
         assert setup.ensure_publication(db, plain, "no_tables", via_root=True) == "exists"
     assert f"publication {plain} exists with publish_via_partition_root=false" in caplog.text
     assert not via_root(plain)

@@ -24,7 +24,7 @@ from pgcdc import (
     write_config,
 )
 
-from connectors import temporal as T
+from connectors.format import temporal as T
 
 TABLES = """
 CREATE TABLE customers (id serial PRIMARY KEY, name text NOT NULL, email text, secret text);

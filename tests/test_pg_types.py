@@ -15,19 +15,17 @@ from typing import Any
 
 import pytest
 
-from connectors import temporal as T
-from connectors.postgres.catalog import ColumnInfo, TypeRegistry, load_table
-from connectors.postgres.types import (
-    TypeModes,
-    column_mapping,
+from connectors.format import temporal as T
+from connectors.format.schema import prim
+from connectors.sources.postgres.catalog import ColumnInfo, TypeRegistry, load_table
+from connectors.sources.postgres.textparse import (
     ewkb_srid,
     hstore_json,
     java_hashmap_order,
     parse_array,
     parse_hstore,
-    toast_placeholder,
 )
-from connectors.schema import prim
+from connectors.sources.postgres.types import TypeModes, column_mapping, toast_placeholder
 
 GOLDEN = Path(__file__).parent / "golden" / "postgres"
 

@@ -12,8 +12,8 @@ import psycopg2
 import pytest
 
 from connectors.api import Record
-from connectors.config import ConnectorConfig, from_mapping
-from connectors.postgres.source import ConnectHistory, PostgresSource
+from connectors.settings.config import ConnectorConfig, from_mapping
+from connectors.sources.postgres.source import ConnectHistory, PostgresSource
 
 
 def _config(server: Any, tmp_path: Path, dbname: str, slot: str, **source: Any) -> ConnectorConfig:
@@ -52,7 +52,7 @@ def test_unmapped_column_types_warn_once_per_column(pg: Any, pg_database: str, t
     cur.execute("CREATE TABLE odd (id int PRIMARY KEY, c_pair pair, c_pairs pair[], c_mr int4multirange, v text)")
     cfg = _config(pg, tmp_path, pg_database, unique_name("slot"))
     history = ConnectHistory()
-    with caplog.at_level(logging.WARNING, logger="connectors.postgres"):
+    with caplog.at_level(logging.WARNING, logger="connectors.sources.postgres"):
         _run(cfg, history)  # creates slot and publication
         cur.execute("INSERT INTO odd VALUES (1, ROW(1, 'x'), ARRAY[ROW(2, 'y')::pair], '{[1,3)}', 'a')")
         first = _run(cfg, history)
@@ -83,7 +83,7 @@ def test_include_lists_matching_nothing_warn_with_the_tables(pg: Any, pg_databas
     cfg = _config(pg, tmp_path, pg_database, unique_name("slot"), **{"table.include.list": "orders",
                                                                       "schema.include.list": "shopp"})
     history = ConnectHistory()
-    with caplog.at_level(logging.WARNING, logger="connectors.postgres"):
+    with caplog.at_level(logging.WARNING, logger="connectors.sources.postgres"):
         _run(cfg, history)
         _run(cfg, history)  # a reconnect does not repeat it
     found = _warnings(caplog, "matches")
@@ -106,7 +106,7 @@ def test_all_tables_publication_over_keyless_tables_warns(pg: Any, pg_database: 
     slot = unique_name("slot")
     cfg = _config(pg, tmp_path, pg_database, slot, **{"publication.autocreate.mode": "all_tables"})
     history = ConnectHistory()
-    with caplog.at_level(logging.WARNING, logger="connectors.postgres"):
+    with caplog.at_level(logging.WARNING, logger="connectors.sources.postgres"):
         _run(cfg, history)
         _run(cfg, history)  # the publication exists now: nothing new to say
     found = _warnings(caplog, "replica identity")

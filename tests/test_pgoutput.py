@@ -11,8 +11,8 @@ import pytest
 from harness import wait_until
 
 from connectors.api import TerminalError, TransientError
-from connectors.postgres import setup
-from connectors.postgres.pgoutput import (
+from connectors.sources.postgres import setup
+from connectors.sources.postgres.pgoutput import (
     UNCHANGED_TOAST,
     Begin,
     Commit,
@@ -27,7 +27,7 @@ from connectors.postgres.pgoutput import (
     Update,
     decode,
 )
-from connectors.postgres.replication import ReplicationStream
+from connectors.sources.postgres.replication import ReplicationStream
 
 PEEK = (
     "SELECT lsn::text, data FROM pg_logical_slot_peek_binary_changes(%s, NULL, NULL, "

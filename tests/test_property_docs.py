@@ -1,12 +1,12 @@
-"""Every property Tidemark knows has a short one-line description (connectors/property_docs.py)."""
+"""Every property Tidemark knows has a short one-line description (connectors/settings/descriptions.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 # The catalog module may move: its import is this one line.
-from connectors.properties import CATALOG, PREFIX_FAMILIES, SERVER_PREFIXES, SERVER_PROPERTIES
-from connectors.property_docs import CONNECTOR_DESCRIPTIONS, DESCRIPTIONS, describe
+from connectors.settings.catalog import CATALOG, PREFIX_FAMILIES, SERVER_PREFIXES, SERVER_PROPERTIES
+from connectors.settings.descriptions import CONNECTOR_DESCRIPTIONS, DESCRIPTIONS, describe
 
 MAX_LEN = 200
 CONNECTORS = sorted(CATALOG)

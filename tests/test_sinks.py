@@ -19,8 +19,8 @@ import orjson
 import pytest
 
 from connectors.api import Batch, ConfigError, Record, TerminalError, TransientError
-from connectors.schema import prim, struct
-from connectors.sinks import serialized, serialized_batch
+from connectors.format.schema import prim, struct
+from connectors.sinks.common import serialized, serialized_batch
 
 # --------------------------------------------------------------------------- records
 KEY_SCHEMA = struct("srv.public.t.Key", [("id", prim("int32"))])
@@ -295,7 +295,7 @@ def test_delta_rebuilds_kafka_records_byte_exact(tmp_path: Path, schemas: tuple[
     Kafka key/value rebuilt from a row equals what the Kafka sink sends, byte for byte."""
     from deltalake import DeltaTable
 
-    from connectors.envelope import change_value
+    from connectors.format.envelope import change_value
     from connectors.sinks.delta import DeltaChangeLogSink, kafka_key, kafka_value
 
     ks, vs = schemas
@@ -351,7 +351,7 @@ def test_jsonl_equals_kafka(bootstrap: str, tmp_path: Path) -> None:
 
 
 def test_serialize_once_per_batch(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    import connectors.sinks as sinks
+    import connectors.sinks.common as sinks
     from connectors.sinks.delta import DeltaChangeLogSink
     from connectors.sinks.jsonl import JsonLinesSink
 
@@ -515,7 +515,7 @@ def test_context_headers_on_data_change_records(tmp_path: Path, bootstrap: str) 
     the Delta change log carry the same ones, and runId is one UUIDv7 per connector start."""
     from deltalake import DeltaTable
 
-    from connectors.envelope import context_headers
+    from connectors.format.envelope import context_headers
     from connectors.sinks.delta import DeltaChangeLogSink
     from connectors.sinks.kafka import KafkaSink
 

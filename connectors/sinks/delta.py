@@ -37,7 +37,7 @@ import orjson
 import pyarrow as pa
 
 from connectors.api import Batch, Record, TerminalError, TransientError
-from connectors.sinks import schema_flags, sub_config
+from connectors.sinks.common import schema_flags, sub_config
 from connectors.state.storage import storage_error
 
 log = logging.getLogger(__name__)

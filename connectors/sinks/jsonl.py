@@ -16,7 +16,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from connectors.api import Batch, ConfigError
-from connectors.sinks import schema_flags, serialized_batch
+from connectors.sinks.common import schema_flags, serialized_batch
 from connectors.state.storage import check_file_writable, storage_error
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol
 
 from connectors.api import Batch, ConfigError, TerminalError, TransientError
-from connectors.sinks import as_bool, schema_flags, serialized_batch, sub_config, with_context
+from connectors.sinks.common import as_bool, schema_flags, serialized_batch, sub_config, with_context
 
 log = logging.getLogger(__name__)
 

@@ -1,13 +1,13 @@
 """Private servers for the test suite: PostgreSQL, MariaDB, a Kafka-protocol broker (all from
-`connectors.embedded`), and Spark.
+`connectors.app.embedded`), and Spark.
 
 Import as ``from harness import start_pg`` (tests/conftest.py puts tests/ on sys.path).
 """
 
-from connectors.embedded.kafka import KafkaBroker, find_tansu, start_kafka
-from connectors.embedded.mariadb import MariaDbServer, start_mariadb
-from connectors.embedded.postgres import PgServer, contrib_available, find_pg_bindir, start_pg
-from connectors.embedded.util import (
+from connectors.app.embedded.kafka import KafkaBroker, find_tansu, start_kafka
+from connectors.app.embedded.mariadb import MariaDbServer, start_mariadb
+from connectors.app.embedded.postgres import PgServer, contrib_available, find_pg_bindir, start_pg
+from connectors.app.embedded.util import (
     HarnessError,
     free_port,
     reap_stale,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from connectors.embedded.util import (
+from connectors.app.embedded.util import (
     HarnessError,
     free_port,
     kill_tree,

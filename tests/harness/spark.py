@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from connectors.embedded.util import HarnessError
+from connectors.app.embedded.util import HarnessError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -1,0 +1,612 @@
+"""MySQL/MariaDB source: binlog → Debezium change records in transaction-aligned batches.
+
+Offsets are Debezium's (`file`, `pos`, `gtids`, `event`, `row`, `server_id`, `ts_sec`, see
+events.py). Schema: recovered from the Delta schema history up to the offset; on first start
+(no offset) the current schema of every table is captured as CREATE statements at the current
+binlog position (the `no_data` schema snapshot; data snapshots run on Spark elsewhere), and that
+position is stored at once (an empty first batch) so nothing written afterwards is missed.
+
+Batching: a batch is cut at a transaction end once `max.batch.size` records or
+`poll.interval.ms` have accumulated, before and after every schema change, and *inside* a
+transaction after any row once `max.batch.size` records are pending — its offset is then the
+transaction start plus the rows events / rows already emitted, so a 100k-row transaction never
+sits in memory and a restart resumes at the next row. Every record's `pos` equals
+`offset_key(offset just after it)`, which is what the engine compares when a sink is ahead.
+
+Resume: with GTIDs on (MariaDB always; MySQL `gtid_mode=ON`) the stream restarts from the offset's
+GTID set (the set before the interrupted transaction) — MariaDB: `SET @slave_connect_state` +
+COM_BINLOG_DUMP; MySQL: COM_BINLOG_DUMP_GTID with the encoded set — and the schema history is
+replayed by GTID containment; otherwise, and on the first start, from `file`/`pos`.
+
+Bounded mode (`--until-caught-up`): the server's position when streaming starts is the target;
+the source stops at the first transaction boundary at or past it (the dump is also non-blocking,
+so the server's EOF ends it). `--max-seconds` and SIGTERM stop at the next event boundary with
+the exact offset. A server shutdown (EOF on a blocking dump) or a dropped connection is a
+TransientError: the engine reconnects with capped exponential backoff from the stored offset.
+A server that cannot be reached at the very first start is a set-up error instead (one message,
+no retries): the source remembers per config object whether the server was ever reached.
+
+Transaction metadata (`provide.transaction.metadata`): BEGIN before a transaction's first
+emitted event and END after it on `<prefix>.transaction`, and the envelope's `transaction` block.
+The id is Debezium's: the GTID (MySQL `uuid:n`, MariaDB `domain-server-seq`), or
+`file=<file>,pos=<pos of BEGIN>` without GTIDs. Heartbeats (`heartbeat.interval.ms`) go to
+`__debezium-heartbeat.<prefix>` at transaction boundaries, running `heartbeat.action.query`
+first; they also store the position reached when only uncaptured tables change.
+
+MySQL 8.x vs MariaDB 10.x:
+  * current position: MySQL 8.4 `SHOW BINARY LOG STATUS` (8.0 and MariaDB `SHOW MASTER STATUS`;
+    MariaDB's GTID position from `@@gtid_binlog_pos`, MySQL's from `Executed_Gtid_Set`);
+  * GTIDs: MySQL interval sets `uuid:1-5` (only with `gtid_mode=ON`, purged ones in
+    `gtid_purged`), MariaDB `domain-server-seq` per domain (always present);
+  * MariaDB writes no BEGIN query event (the GTID event opens the transaction), so `thread` is
+    null for its row events; MySQL's BEGIN carries it;
+  * `include.query`: MySQL needs `binlog_rows_query_log_events=ON` (ROWS_QUERY events), MariaDB
+    `binlog_annotate_row_events=ON` (ANNOTATE_ROWS events, asked for with a dump flag);
+  * MySQL `binlog_row_value_options=PARTIAL_JSON` is refused at set-up (partial JSON updates
+    cannot be decoded), as are MariaDB compressed binlog events;
+  * replica listing for the server-id check: `SHOW REPLICAS` (MySQL 8.0.22+), `SHOW REPLICA HOSTS`
+    (MariaDB 10.5+) or
+    `SHOW SLAVE HOSTS`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+import weakref
+from collections.abc import Iterator
+from time import time_ns
+from typing import Any
+
+from connectors.api import Batch, GtidSet, Record, TerminalError, TidemarkError
+from connectors.format import envelope as env
+from connectors.format.envelope import VERSION
+from connectors.format.schema import prim
+from connectors.format.tableschema import (
+    ColumnDef,
+    TableSchema,
+    build,
+    failure_mode,
+    key_change,
+    skipped_failed_event,
+    unchanged_update,
+)
+from connectors.format.topics import TopicNamer
+from connectors.settings.filters import ColumnRules, TableFilters
+from connectors.sources.mysql import setup
+from connectors.sources.mysql.binlog import BinlogStream, current_position, recovery_hint
+from connectors.sources.mysql.ddl import DdlParser, TableChange, UnparseableDdl, ddl_targets
+from connectors.sources.mysql.events import (
+    RowChange,
+    SchemaChange,
+    SourceInfo,
+    Translator,
+    Truncate,
+    TxEnd,
+    UnparseableDdlError,
+    file_index,
+    offset_key,
+)
+from connectors.sources.mysql.history import (
+    SNAPSHOT_EVENT,
+    DeltaSchemaHistory,
+    HistoryRecord,
+    schema_change_schemas,
+    schema_change_value,
+)
+from connectors.sources.mysql.model import Table, Tables
+from connectors.sources.mysql.types import TypeOptions, UnknownColumnType, column_def
+
+log = logging.getLogger(__name__)
+
+SYSTEM_DBS = ("mysql", "information_schema", "performance_schema", "sys")
+_FILTER_LISTS = ("database.include.list", "database.exclude.list", "table.include.list", "table.exclude.list")
+_LISTED = 20  # names shown in the "nothing captured" warning
+# information_schema.TABLES.TABLE_TYPE of tables with rows (MariaDB's system-versioned tables are not
+# 'BASE TABLE'; leaving them out of the schema read lost their schema)
+_TABLE_TYPES = "('BASE TABLE', 'SYSTEM VERSIONED')"
+
+
+# Configs whose server some source has reached in this process. The engine builds a new source
+# per attempt from the same config object, so this outlives them: once reached, "cannot reach"
+# is a restart in progress (retried); before that, a wrong host/port (one clear error).
+_REACHED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+_WARNED: weakref.WeakSet[Any] = weakref.WeakSet()  # configs whose "nothing captured" warning was given
+
+
+def _reached(cfg: Any) -> bool:
+    try:
+        return cfg in _REACHED
+    except TypeError:  # a config object without weak references: no memory across attempts
+        return False
+
+
+def _mark_reached(cfg: Any) -> None:
+    with contextlib.suppress(TypeError):
+        _REACHED.add(cfg)
+
+
+def _remembered(seen: weakref.WeakSet[Any], cfg: Any) -> bool:
+    """Whether `cfg` is in `seen` already; adds it."""
+    try:
+        if cfg in seen:
+            return True
+        seen.add(cfg)
+    except TypeError:
+        pass
+    return False
+
+
+class MySqlSource:
+    def __init__(self, cfg: Any, *, until_caught_up: bool = False, max_seconds: float | None = None) -> None:
+        self.cfg = cfg
+        src = cfg.source
+        self.connector = "mariadb" if getattr(cfg, "connector", "mysql") == "mariadb" else "mysql"
+        self._prefix = cfg.topic_prefix
+        self.until_caught_up = until_caught_up
+        self.deadline = time.monotonic() + max_seconds if max_seconds else None
+        self.heartbeat_s = int(src.get("heartbeat.interval.ms") or 0) / 1000
+        self.heartbeat_query = src.get("heartbeat.action.query") or None
+        self.tx_meta = bool(src.get("provide.transaction.metadata", False))
+        self.max_batch = int(src.get("max.batch.size", 2048))
+        self.poll_s = int(src.get("poll.interval.ms", 500)) / 1000
+        self.skipped = set(src.get("skipped.operations") or ["t"]) - {"none"}
+        self.tombstones = bool(src.get("tombstones.on.delete", True))
+        self.include_schema_changes = bool(src.get("include.schema.changes", True))
+        self.include_query = bool(src.get("include.query", False))
+        self.namer = TopicNamer.from_source(cfg.topic_prefix, src)
+        self.filters = TableFilters.from_source(src, self.connector)
+        self.rules = ColumnRules.from_source(src)
+        self.types = TypeOptions.from_config(src)
+        self.source_schema = env.MARIADB_SOURCE if self.connector == "mariadb" else env.MYSQL_SOURCE
+        self.sc_key_schema, self.sc_value_schema = schema_change_schemas(self.connector)
+        self.settings = setup.settings_from_props(src)
+        path = getattr(cfg, "path", None)
+        self.config_path = str(path) if path else None  # named in recovery hints
+        self.server_id = int(src.get("database.server.id") or 0) or 5400 + int(time.time()) % 1000
+        # Debezium's schema.history.internal.store.only.captured.{tables,databases}.ddl: the start-up
+        # schema read and the history leave out the tables / databases the filters do not capture
+        self.only_captured_tables = bool(src.get("schema.history.internal.store.only.captured.tables.ddl", False))
+        self.only_captured_dbs = bool(src.get("schema.history.internal.store.only.captured.databases.ddl", False))
+        self.skip_unparseable = bool(src.get("schema.history.internal.skip.unparseable.ddl", False))
+        self.history = DeltaSchemaHistory(
+            cfg.warehouse, cfg.name, table_filter=self.filters.captures,
+            db_filter=lambda d: self.filters.namespace(d),
+            store_only_captured_tables=self.only_captured_tables,
+            store_only_captured_databases=self.only_captured_dbs)
+        self._stream: BinlogStream | None = None
+        self._translator: Translator | None = None
+        self._schemas: dict[tuple[str, str], tuple[int, TableSchema]] = {}
+        self._stop = False
+        self._conn: Any = None
+        self._target: tuple[int, int] | None = None
+        self._txm: list[Any] | None = None  # [id, events, per-table counts, BEGIN sent]
+        self._fresh = False
+        self._unknown_warned: set[tuple[str, str, str]] = set()
+        # Options that wrap the per-row step shadow the method for this instance only, so the
+        # default path has no extra test.
+        if src.get("skip.messages.without.change"):
+            self._row = self._row_unless_unchanged  # type: ignore[method-assign]
+        self._failure_mode = failure_mode(src)
+        if self._failure_mode != "fail":
+            self._row_unguarded = self._row
+            self._row = self._row_or_skip  # type: ignore[method-assign]
+
+    offset_key = staticmethod(offset_key)
+
+    # ------------------------------------------------------------------ lifecycle
+    def open(self, start_offset: dict[str, Any] | None) -> None:
+        self._conn = setup.connect(self.settings, unreachable_is_transient=_reached(self.cfg))
+        _mark_reached(self.cfg)
+        facts = setup.check_server(self._conn, self.server_id)
+        if start_offset:
+            setup.check_position(self._conn, start_offset, facts["mariadb"], self.config_path)
+            if not self.history.exists():
+                raise TerminalError(f"the schema history ({self.history.uri}) is empty but offsets exist",
+                                    recovery_hint(self.config_path))
+            tables = self.history.recover(start_offset)
+            offset = dict(start_offset)
+        else:
+            tables, offset = self._schema_snapshot()
+            self._fresh = True
+        self.tables = tables
+        self._warn_if_nothing_captured()
+        self._translator = Translator(tables, offset, include_query=self.include_query,
+                                      skip_unparseable=self.skip_unparseable, on_ddl_applied=self._ddl_applied,
+                                      outside_filters=self._outside_filters)
+        # Resume by GTID set when the server has GTIDs (Debezium does the same): robust against a
+        # binlog file/position that differs after failover; file/pos is the fallback.
+        gtids = str(offset.get("gtids") or "")
+        use_gtids = bool(gtids) and not self._fresh and facts["gtid_mode"] == "ON"
+        if use_gtids:
+            log.info("resuming from GTID set %s (event %s, row %s)", gtids, offset.get("event", 0),
+                     offset.get("row", 0))
+        else:
+            log.info("resuming from %s:%s (event %s, row %s)", offset["file"], offset["pos"],
+                     offset.get("event", 0), offset.get("row", 0))
+        self._stream = BinlogStream(self.settings, self.server_id, self._resolve,
+                                    file=None if use_gtids else str(offset["file"]),
+                                    pos=None if use_gtids else int(offset["pos"]),
+                                    gtid_set=gtids if use_gtids else None,
+                                    heartbeat_s=max(min(self.poll_s, 1.0), 0.1), annotate=self.include_query,
+                                    blocking=not self.until_caught_up, config_path=self.config_path)
+        self._start = offset
+
+    def _schema_snapshot(self) -> tuple[Tables, dict[str, Any]]:
+        """Capture every table's current schema at the current binlog position (no_data): all
+        tables of all databases, or only the captured ones with store.only.captured.*.ddl. A
+        definition that cannot be parsed stops the start unless its table is not captured or
+        schema.history.internal.skip.unparseable.ddl=true (both: a warning, the table left out)."""
+        cur = self._conn.cursor()
+        file, pos, gtids = current_position(cur)
+        cur.execute("SELECT @@character_set_server")
+        tables = Tables(server_charset=str(cur.fetchone()[0]))
+        parser = DdlParser(tables)
+        records: list[HistoryRecord] = []
+        cur.execute("SELECT SCHEMA_NAME, DEFAULT_CHARACTER_SET_NAME FROM information_schema.SCHEMATA")
+        for db, charset in cur.fetchall():
+            if db in SYSTEM_DBS or (self.only_captured_dbs and not self.filters.namespace(db)):
+                continue
+            tables.db_charsets[db] = charset
+            records.append(HistoryRecord(file, pos, gtids, db, f"CREATE DATABASE `{db}` CHARACTER SET {charset}",
+                                         [], event=SNAPSHOT_EVENT, db_charset=charset))
+            cur.execute("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s "
+                        f"AND TABLE_TYPE IN {_TABLE_TYPES}", (db,))
+            for (name,) in cur.fetchall():
+                captured = self.filters.captures(db, name)
+                if self.only_captured_tables and not captured:
+                    continue
+                cur.execute(f"SHOW CREATE TABLE `{db}`.`{name}`")
+                ddl = cur.fetchone()[1]
+                try:
+                    res = parser.apply(ddl, db)
+                except UnparseableDdl as e:
+                    if not captured:
+                        log.warning("%s (skipped: %s.%s is not captured)", e, db, name)
+                        continue
+                    if self.skip_unparseable:
+                        log.warning("%s (skipped: schema.history.internal.skip.unparseable.ddl=true; rows of "
+                                    "%s.%s cannot be decoded)", e, db, name)
+                        continue
+                    raise TerminalError(f"the definition of {db}.{name} cannot be parsed: {e}",
+                                        "exclude the table (table.exclude.list), or set "
+                                        "schema.history.internal.skip.unparseable.ddl=true to leave it out "
+                                        "of the schema (its rows then stop the connector)") from None
+                records.append(HistoryRecord(file, pos, gtids, db, ddl, res.changes, event=SNAPSHOT_EVENT))
+        cur.close()
+        self.history.reset()
+        self.history.record(records)
+        return tables, {"file": file, "pos": pos, "gtids": gtids, "event": 0, "row": 0, "server_id": 0, "ts_sec": 0}
+
+    def _outside_filters(self, sql: str, db: str | None) -> bool:
+        """Whether a DDL statement changes only tables (or databases) the filters do not capture,
+        read from its head (it may not parse)."""
+        targets = ddl_targets(sql, db)
+        if targets is None or not (targets.tables or targets.databases):
+            return False
+        return not any(self.filters.captures(d, t) for d, t in targets.tables) and not any(
+            self.filters.namespace(d) for d in targets.databases)
+
+    def _warn_if_nothing_captured(self) -> None:
+        """Filters that match no table on the server run silently with 0 records: say so once at
+        start, with what the server has (tables created later that match are captured)."""
+        src = self.cfg.source
+        lists = {k: src.get(k) for k in _FILTER_LISTS if src.get(k)}
+        if not lists or _remembered(_WARNED, self.cfg):
+            return  # once per config: not again at every reconnection
+        with self._conn.cursor() as cur:
+            cur.execute("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA")
+            dbs = sorted(d for (d,) in cur.fetchall() if d not in SYSTEM_DBS)
+            cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "
+                        f"WHERE TABLE_TYPE IN {_TABLE_TYPES}")
+            found = sorted((d, t) for d, t in cur.fetchall() if d not in SYSTEM_DBS)
+        if any(self.filters.captures(d, t) for d, t in found):
+            return
+
+        def shown(names: list[str]) -> str:
+            more = f" ... ({len(names) - _LISTED} more)" if len(names) > _LISTED else ""
+            return ", ".join(names[:_LISTED]) + more if names else "none"
+        text = "; ".join(f"{k}={','.join(v) if isinstance(v, list) else v}" for k, v in lists.items())
+        log.warning("no table on the server is captured with %s — nothing will be streamed until a matching table "
+                    "is created. Databases on the server: %s. Tables: %s", text, shown(dbs),
+                    shown([f"{d}.{t}" for d, t in found]))
+
+    def stop(self) -> None:
+        self._stop = True
+        if self._stream is not None:
+            self._stream.stop()
+
+    def acknowledge(self, offset: dict[str, Any]) -> None:
+        pass  # the binlog has no consumer feedback; durability lives in the offset store
+
+    def close(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    # ------------------------------------------------------------------ schema
+    def _resolve(self, db: str, table: str) -> tuple[Table, int] | None:
+        if not self.filters.captures(db, table):
+            return None
+        t = self.tables.get(db, table)
+        if t is None:
+            raise TerminalError(f"rows for {db}.{table}, which is not in the schema model (the schema history "
+                                "misses its CREATE TABLE)", recovery_hint(self.config_path))
+        return t, self.tables.version(db, table)
+
+    def _ddl_applied(self) -> None:
+        if self._stream is not None:
+            self._stream.tables_version += 1
+
+    def _table_schema(self, db: str, table: str, model: Table | None) -> TableSchema:
+        version = self.tables.version(db, table)
+        hit = self._schemas.get((db, table))
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        t = model or self.tables.get(db, table)
+        assert t is not None
+        cols = [self._column_def(db, table, c) for c in t.columns]
+        ts = build(db, table, cols, list(t.primary_key), prefix=self.cfg.topic_prefix, namer=self.namer,
+                   filters=self.filters, rules=self.rules, source_schema=self.source_schema)
+        self._schemas[(db, table)] = (version, ts)
+        return ts
+
+    def _column_def(self, db: str, table: str, c: Any) -> ColumnDef:
+        """A column of a type this release does not know is left out when the column filters
+        exclude it; captured, it raises UnknownColumnType naming table, column and type (the
+        connector stops, or skips the row with event.processing.failure.handling.mode=warn/skip)."""
+        try:
+            return column_def(c, self.types)
+        except UnknownColumnType:
+            if not self.filters.captures_column(db, table, c.name):
+                return ColumnDef(c.name, prim("bytes", optional=True), None, c.type_name, emitted=False)
+            err = UnknownColumnType(c.name, c.type_name, f"{db}.{table}")
+            if self._failure_mode != "fail" and (db, table, c.name) not in self._unknown_warned:
+                self._unknown_warned.add((db, table, c.name))
+                log.warning("%s: its rows are skipped (event.processing.failure.handling.mode=%s)", err,
+                            self._failure_mode)
+            raise err from None
+
+    # ------------------------------------------------------------------ streaming
+    def _source(self, s: SourceInfo) -> dict[str, Any]:
+        ms = s.ts_ms
+        return {"version": VERSION, "connector": self.connector, "name": self._prefix, "ts_ms": ms,
+                "snapshot": "false", "db": s.db, "sequence": None, "ts_us": ms * 1000, "ts_ns": ms * 1_000_000,
+                "table": s.table, "server_id": s.server_id, "gtid": s.gtid, "file": s.file, "pos": s.pos,
+                "row": s.row, "thread": s.thread, "query": s.query}
+
+    def batches(self) -> Iterator[Batch]:
+        """Records cut into batches at transaction ends; inside a transaction larger than
+        max.batch.size also after any row, with the offset of that row (event/row skip counts),
+        so memory stays bounded and a restart resumes exactly there.
+
+        A batch cut for size or time while the next binlog event is already buffered carries
+        `extra["more"] = True` (the engine may write it while this decodes the next one, and
+        merge such batches into one sink commit); once nothing is buffered any more at a
+        transaction boundary, a batch without `more` follows (empty if need be), so an idle
+        stream never leaves a batch held by the engine (the engine merges `extra` into a held
+        batch, so every batch says `more` explicitly)."""
+        assert self._stream is not None and self._translator is not None
+        tr, stream = self._translator, self._stream
+        feed, row, tx_end = tr.feed, self._row, self._tx_end
+        tx_meta, max_batch, poll_s = self.tx_meta, self.max_batch, self.poll_s
+        pending: list[Record] = []
+        last_cut = time.monotonic()
+        offset = dict(self._start)
+        start_key = offset_key(self._start)
+        next_hb = time.monotonic() + self.heartbeat_s if self.heartbeat_s else None
+        n_tx = 0
+        more = False  # the last batch was cut with more events buffered
+        if self.until_caught_up:  # the server's position now is where bounded mode stops
+            cur = self._conn.cursor()
+            tfile, tpos, _ = current_position(cur)
+            cur.close()
+            self._target = (file_index(tfile), tpos)
+        if self._fresh:
+            yield Batch([], offset)  # remember where streaming starts, even if nothing changes
+        try:
+            for ev in stream.events():
+                for item in feed(ev):
+                    t = type(item)
+                    if t is RowChange:
+                        offset = item.offset  # type: ignore[union-attr]
+                        if item.pos <= start_key:  # type: ignore[union-attr]
+                            if tx_meta:
+                                row([], item)  # emitted before the restart: only count it
+                            continue
+                        row(pending, item)
+                        if len(pending) >= max_batch:
+                            more = stream.buffered()
+                            yield Batch(pending, offset, extra={"transactions": n_tx, "more": more})
+                            pending, last_cut, n_tx = [], time.monotonic(), 0
+                    elif t is TxEnd:
+                        offset = item.offset
+                        n_tx += 1
+                        if tx_meta:
+                            tx_end(pending, item)  # type: ignore[arg-type]
+                    elif t is SchemaChange:
+                        if pending or more:
+                            yield Batch(pending, offset, extra={"transactions": n_tx, "more": False})
+                            pending, n_tx, more = [], 0, False
+                        self._schema_change(pending, item)  # type: ignore[arg-type]
+                        offset = item.offset
+                        yield Batch(pending, offset)
+                        pending, last_cut = [], time.monotonic()
+                    elif t is Truncate:
+                        offset = item.offset
+                        if item.pos > start_key:
+                            self._truncate(pending, item)  # type: ignore[arg-type]
+                if tr._tx is None:
+                    kind = ev.kind
+                    if kind == "heartbeat" or kind == "rotate":
+                        offset = tr.offset()
+                    now = time.monotonic()
+                    if pending and (len(pending) >= max_batch or now - last_cut >= poll_s or kind == "heartbeat"):
+                        more = kind != "heartbeat" and stream.buffered()
+                        yield Batch(pending, offset, extra={"transactions": n_tx, "more": more})
+                        pending, last_cut, n_tx = [], now, 0
+                    elif more and not stream.buffered():
+                        # Caught up after a batch cut with more waiting: the engine commits now.
+                        more = False
+                        yield Batch(pending, offset, extra={"transactions": n_tx, "more": False})
+                        pending, last_cut, n_tx = [], now, 0
+                    if next_hb is not None and now >= next_hb:
+                        next_hb = now + self.heartbeat_s
+                        if pending or more:
+                            yield Batch(pending, offset, extra={"transactions": n_tx, "more": False})
+                            pending, last_cut, n_tx, more = [], now, 0, False
+                        yield self._heartbeat(tr.offset())
+                    if self._target is not None and (file_index(tr.file), tr._next_pos) >= self._target:
+                        break
+                if self._stop or (self.deadline is not None and time.monotonic() > self.deadline):
+                    break
+        except UnparseableDdlError as e:
+            raise TerminalError(str(e), "fix the statement support or set "
+                                        "schema.history.internal.skip.unparseable.ddl=true") from None
+        except UnknownColumnType as e:
+            raise TerminalError(str(e), f"exclude the column (column.exclude.list={e.table}.{e.column}), or set "
+                                        "event.processing.failure.handling.mode=warn to skip the rows of "
+                                        "that table (each logged)") from None
+        if tr._tx is None:
+            offset = tr.offset()
+        if pending or more or offset != self._start:
+            yield Batch(pending, offset, extra={"transactions": n_tx, "more": False})
+
+    def _heartbeat(self, off: dict[str, Any]) -> Batch:
+        if self.heartbeat_query:
+            with self._conn.cursor() as cur:
+                cur.execute(self.heartbeat_query)
+        rec = Record(self.namer.heartbeat_topic, {"serverName": self.cfg.topic_prefix},
+                     {"ts_ms": int(time.time() * 1000)}, env.HEARTBEAT_KEY, env.HEARTBEAT_VALUE)
+        return Batch([rec], off, extra={"heartbeat": True})
+
+    # ------------------------------------------------------------------ transaction metadata
+    def _block(self, out: list[Record], rc: RowChange, collection: str) -> dict[str, Any] | None:
+        """Count one event of the transaction; with provide.transaction.metadata emit BEGIN
+        before its first event and return the envelope's `transaction` block."""
+        tx = self._txm
+        if tx is None or tx[0] != rc.txn_id:
+            tx = self._txm = [rc.txn_id, 0, {}, False]
+        tx[1] += 1
+        per: dict[str, int] = tx[2]
+        per[collection] = n = per.get(collection, 0) + 1
+        if not self.tx_meta:
+            return None
+        if not tx[3]:
+            tx[3] = True
+            value = {"status": "BEGIN", "id": rc.txn_id, "event_count": None, "data_collections": None,
+                     "ts_ms": rc.source.ts_ms}
+            out.append(Record(self.namer.transaction_topic, {"id": rc.txn_id}, value, env.TX_KEY, env.TX_VALUE,
+                              (), None, rc.offset, rc.pos))
+        return {"id": rc.txn_id, "total_order": tx[1], "data_collection_order": n}
+
+    def _tx_end(self, out: list[Record], end: TxEnd) -> None:
+        tx, self._txm = self._txm, None
+        if not self.tx_meta or tx is None or tx[0] != end.txn_id or not tx[3]:
+            return
+        value = {"status": "END", "id": end.txn_id, "event_count": tx[1],
+                 "data_collections": [{"data_collection": k, "event_count": v} for k, v in tx[2].items()],
+                 "ts_ms": end.ts_ms}
+        out.append(Record(self.namer.transaction_topic, {"id": end.txn_id}, value, env.TX_KEY, env.TX_VALUE,
+                          (), None, end.offset, offset_key(end.offset)))
+
+    def _row(self, out: list[Record], rc: RowChange) -> None:
+        ts = self._table_schema(rc.db, rc.table, rc.table_model)
+        op, off, pos = rc.op, rc.offset, rc.pos
+        if op == "u" and ts.key_names:
+            old_key, new_key = ts.key(rc.before), ts.key(rc.after)  # type: ignore[arg-type]
+            if old_key != new_key:
+                coll = ts.collection
+                key_change(out, ts, old_key, new_key, ts.row(rc.before), ts.row(rc.after),  # type: ignore[arg-type]
+                               self._source(rc.source), lambda: self._block(out, rc, coll), skipped=self.skipped,
+                               tombstones=self.tombstones, offset=off, pos=(pos, pos, pos))
+                return
+        if op in self.skipped:
+            return
+        before, after = rc.before, rc.after
+        if after is not None:
+            key = ts.key(after)
+            after = ts.row(after)
+            if before is not None:
+                before = ts.row(before)
+        else:
+            key = ts.key(before)  # type: ignore[arg-type]
+            before = ts.row(before)  # type: ignore[arg-type]
+        # Values are converted before the transaction counters move; without transaction
+        # metadata nothing reads those counters.
+        block = self._block(out, rc, ts.collection) if self.tx_meta else None
+        s = rc.source
+        ms = s.ts_ms
+        ns = time_ns()
+        # _source and env.change_value inlined: this runs once per row event.
+        value = {"before": before, "after": after,
+                 "source": {"version": VERSION, "connector": self.connector, "name": self._prefix, "ts_ms": ms,
+                            "snapshot": "false", "db": s.db, "sequence": None, "ts_us": ms * 1000,
+                            "ts_ns": ms * 1_000_000, "table": s.table, "server_id": s.server_id, "gtid": s.gtid,
+                            "file": s.file, "pos": s.pos, "row": s.row, "thread": s.thread, "query": s.query},
+                 "transaction": block, "op": op, "ts_ms": ns // 1_000_000, "ts_us": ns // 1000, "ts_ns": ns}
+        out.append(Record(ts.topic, key, value, ts.key_schema, ts.envelope_schema, (), ts.collection, off, pos))
+        if op == "d" and self.tombstones:
+            out.append(Record(ts.topic, key, None, ts.key_schema, ts.envelope_schema, (), ts.collection, off, pos))
+
+    def _row_unless_unchanged(self, out: list[Record], rc: RowChange) -> None:
+        """skip.messages.without.change: an update whose captured columns (after masks and
+        truncation) did not change is dropped, as Debezium does."""
+        if rc.op == "u" and unchanged_update(self._table_schema(rc.db, rc.table, rc.table_model), rc.before,
+                                             rc.after):  # type: ignore[arg-type]
+            return
+        MySqlSource._row(self, out, rc)
+
+    def _row_or_skip(self, out: list[Record], rc: RowChange) -> None:
+        """event.processing.failure.handling.mode warn/skip: a row whose values cannot be
+        converted is left out (values are converted before the transaction counters move)."""
+        n = len(out)
+        try:
+            self._row_unguarded(out, rc)
+        except TidemarkError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the mode says what to do with any conversion failure
+            del out[n:]
+            skipped_failed_event(self._failure_mode, exc,
+                                 f"change of {rc.db}.{rc.table} at {rc.source.file}:{rc.source.pos} row {rc.source.row}")
+
+    def _truncate(self, out: list[Record], t: Truncate) -> None:
+        if "t" in self.skipped or not self.filters.captures(t.db, t.table) or self.tables.get(t.db, t.table) is None:
+            return
+        ts = self._table_schema(t.db, t.table, None)
+        s = t.source
+        s.table = t.table
+        value = env.change_value(None, None, self._source(s), "t", None)
+        out.append(Record(ts.topic, None, value, None, ts.envelope_schema, (), ts.collection, t.offset, t.pos))
+
+    def _schema_change(self, out: list[Record], sc: SchemaChange) -> None:
+        changes: list[TableChange] = sc.result.changes
+        db_charset = self.tables.db_charsets.get(sc.db)
+        # The record's GTID set includes the statement itself (see DeltaSchemaHistory.recover).
+        gtids = str(GtidSet.parse(sc.gtids_before).add(sc.source.gtid)) if sc.source.gtid else sc.gtids_before
+        # the statement's GTID-event position (sc.pos[1]), which offsets before/after it bracket
+        self.history.record([HistoryRecord(sc.source.file, sc.pos[1], gtids, sc.db, sc.ddl, changes,
+                                           server_id=sc.source.server_id, db_charset=db_charset,
+                                           ts_ms=sc.source.ts_ms)])
+        for key in list(self._schemas):
+            if key[0] == sc.db:
+                self._schemas.pop(key, None)
+        if not self.include_schema_changes:
+            return
+        if changes and not any(self.filters.captures(c.db, c.table) for c in changes):
+            return
+        if not changes and not self.filters.namespace(sc.db):
+            return
+        key, value = schema_change_value(self._source(sc.source), int(time.time() * 1000), sc.db, sc.ddl, changes)
+        out.append(Record(self.namer.schema_change_topic, key, value, self.sc_key_schema, self.sc_value_schema,
+                          (), None, sc.offset, sc.pos, schema_change=True))
+
+
+
+__all__ = ["MySqlSource", "offset_key"]

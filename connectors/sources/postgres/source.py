@@ -1,0 +1,417 @@
+"""PostgreSQL source: pgoutput stream → Debezium change records, cut into transaction-aligned batches.
+
+Offsets: `{"lsn_flush", "lsn_commit", "lsn", "sub", "txId", "ts_usec", "complete"}`.
+`lsn_flush` is the end LSN of the last *complete* transaction (what is confirmed to the slot and
+where streaming restarts); a batch cut inside a large transaction stores `complete: false` and the
+last record's position, and a restart skips that transaction's records up to it — the slot
+re-sends the whole transaction because its commit was never confirmed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from connectors.api import Batch, Record, TerminalError, TidemarkError
+from connectors.format import envelope as env
+from connectors.format.topics import TopicNamer
+from connectors.settings.config import ConnectorConfig
+from connectors.settings.filters import ColumnRules, NameFilter, TableFilters, compile_list
+from connectors.sources.postgres import pgoutput as pgo
+from connectors.sources.postgres.eventfactory import factory_class
+from connectors.sources.postgres.events import PgEventFactory, Tx
+from connectors.sources.postgres.fastrow import compile_insert
+from connectors.sources.postgres.tables import TableCache
+
+log = logging.getLogger(__name__)
+
+MAX = (1 << 64) - 1
+
+
+def offset_key(offset: dict[str, Any] | None) -> tuple[int, int, int]:
+    """Total order of PostgreSQL offsets (and of `Record.pos`)."""
+    if not offset:
+        return (0, 0, 0)
+    if offset.get("complete", True):
+        return (offset["lsn_commit"], MAX, MAX)
+    return (offset["lsn_commit"], offset["lsn"], offset.get("sub", 0))
+
+
+@dataclass
+class ConnectHistory:
+    """What earlier attempts of this run learned. The engine builds a new source per attempt, so
+    this outlives them: once the server has been reached, "connection refused" means a restart
+    in progress (retried), not a wrong host or port (one clear error at the first start)."""
+
+    connected: bool = False
+    # The highest position the server reported to this process on the slot (commit ends and
+    # keepalive positions). The slot follows keepalives once everything is confirmed (see
+    # replication.py), so after a server restart a slot up to here is our own doing, not a gap.
+    seen_lsn: int = 0
+    # Columns already reported as left out (no Debezium mapping): one warning per run.
+    warned_columns: set[tuple[str, str]] = field(default_factory=set)
+
+
+# One history per loaded config when the caller passes none (the CLI's factory builds every
+# attempt's source from the same config object).
+_HISTORIES: weakref.WeakKeyDictionary[ConnectorConfig, ConnectHistory] = weakref.WeakKeyDictionary()
+
+
+def history_for(cfg: ConnectorConfig) -> ConnectHistory:
+    return _HISTORIES.setdefault(cfg, ConnectHistory())
+
+
+class PostgresSource:
+    # acknowledge() only records the LSN when called from another thread (the engine's offset
+    # flusher); the reading thread sends it (replication.ReplicationStream.send_feedback).
+    acknowledge_thread_safe = True
+
+    def __init__(self, cfg: ConnectorConfig, *, until_caught_up: bool = False,
+                 max_seconds: float | None = None, history: ConnectHistory | None = None) -> None:
+        self.cfg = cfg
+        self.history = history if history is not None else history_for(cfg)
+        src = cfg.source
+        self.until_caught_up = until_caught_up
+        self.deadline = time.monotonic() + max_seconds if max_seconds else None
+        self.max_batch = int(src["max.batch.size"])
+        self.poll_s = int(src["poll.interval.ms"]) / 1000
+        self.heartbeat_s = int(src["heartbeat.interval.ms"]) / 1000
+        self.heartbeat_query = src.get("heartbeat.action.query") or None
+        self.skipped = set(src.get("skipped.operations") or [])
+        self.tombstones = bool(src["tombstones.on.delete"])
+        self.tx_meta = bool(src["provide.transaction.metadata"])
+        self.namer = TopicNamer.from_source(cfg.topic_prefix, src)
+        self.filters = TableFilters.from_source(src, "postgres")
+        self.rules = ColumnRules.from_source(src)
+        self.message_filter = NameFilter(compile_list(src.get("message.prefix.include.list")),
+                                         compile_list(src.get("message.prefix.exclude.list")))
+        self._stop = False
+        self._stream: Any = None
+        self._conn: Any = None
+        self._tables: TableCache | None = None
+        self._events: PgEventFactory | None = None
+        self._start_key = (0, 0, 0)
+        self._flushed = 0
+
+    # ------------------------------------------------------------------ lifecycle
+    def open(self, start_offset: dict[str, Any] | None) -> None:
+        import psycopg2
+
+        from connectors.sources.postgres import setup
+
+        params = setup.PgConnParams.from_props(self.cfg.source)
+        self._first = not self.history.connected  # start-up warnings: once per run, not per reconnect
+        self._conn = setup.connect(params, unreachable_is_transient=self.history.connected)
+        self.history.connected = True
+        try:
+            self._open(params, start_offset)
+        except psycopg2.Error as exc:
+            # The server went away during set-up (e.g. a restart): retried like any dropped connection.
+            raise setup.translate_error(exc, f"setting up the stream from {params.address}") from exc
+
+    def _open(self, params: Any, start_offset: dict[str, Any] | None) -> None:
+        from connectors.sources.postgres import replication, setup
+
+        src = self.cfg.source
+        setup.check_server(self._conn, params)
+        tables = setup.list_tables(self._conn)
+        captured = [(s, t) for s, t, *_ in tables if self.filters.captures(s, t)]
+        if not captured and self._first:
+            setup.warn_nothing_captured(src, tables, src["database.dbname"])
+        done = setup.ensure_publication(self._conn, src["publication.name"], src["publication.autocreate.mode"],
+                                        captured, via_root=bool(src.get("publish.via.partition.root")))
+        if done == "created" and src["publication.autocreate.mode"] == "all_tables":
+            setup.warn_missing_identity(src["publication.name"], tables)
+        if src["publication.autocreate.mode"] != "all_tables":
+            setup.check_publication_covers(self._conn, src["publication.name"], captured)
+        slot_name = src["slot.name"]
+        if start_offset:
+            # Before ensure_slot: a slot re-created now would silently skip everything since the offset.
+            info = setup.slot_info(self._conn, slot_name)
+            if info is None and src.get("slot.drop.on.stop"):
+                log.warning("slot %s was dropped on the last stop (slot.drop.on.stop): changes made while the "
+                            "connector was down are not streamed", slot_name)
+            else:
+                err = setup.check_resume(info, int(start_offset.get("lsn_flush", 0)), slot_name,
+                                         known_lsn=self.history.seen_lsn)
+                if err is not None:
+                    raise err
+        setup.attach_with_retry(lambda: setup.ensure_slot(self._conn, slot_name, src["plugin.name"]),
+                                int(src["slot.max.retries"]), int(src["slot.retry.delay.ms"]))
+        self._start_key = offset_key(start_offset)
+        start_lsn = int(start_offset.get("lsn_flush", 0)) if start_offset else 0
+        self._flushed = start_lsn
+        self._order_commit = int(start_offset.get("lsn_commit", 0)) if start_offset else 0
+        self._seq_commit = start_offset.get("seq_commit") if start_offset else None
+        self._target = setup.current_wal_lsn(self._conn) if self.until_caught_up else None
+        self._tables = TableCache(self._conn, self.cfg, self.namer, self.filters, self.rules,
+                                  warned=self.history.warned_columns)
+        # skip.messages.without.change / event.processing.failure.handling.mode: chosen once here.
+        factory = factory_class(src)
+        self._events = factory(self.cfg.topic_prefix, src["database.dbname"], self.namer.transaction_topic,
+                               self.tx_meta, src.get("binary.handling.mode", "bytes"))
+        self._stream = replication.ReplicationStream(
+            params, slot_name, src["publication.name"], start_lsn=start_lsn,
+            status_interval_ms=int(src.get("status.update.interval.ms") or 10000))
+        stream = self._stream
+        setup.attach_with_retry(lambda: stream.open(), int(src["slot.max.retries"]), int(src["slot.retry.delay.ms"]))
+
+    def stop(self) -> None:
+        self._stop = True
+
+    def acknowledge(self, offset: dict[str, Any]) -> None:
+        lsn = int(offset.get("lsn_flush", 0))
+        if lsn > self._flushed:
+            self._flushed = lsn
+        stream = self._stream  # read once: close() may clear it on the engine's thread
+        if stream is not None:
+            try:
+                stream.send_feedback(self._flushed)
+            except TidemarkError as e:
+                # The offset is stored; a dead connection only means the server hears of it
+                # from the next one (which starts there). The read path reports the failure.
+                log.debug("confirming %s to the server: %s", _fmt(self._flushed), e)
+
+    def close(self) -> None:
+        from connectors.sources.postgres import setup
+
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
+        if self._conn is not None:
+            try:
+                if self._stop and self.cfg.source.get("slot.drop.on.stop"):
+                    self._drop_slot(setup)
+            finally:
+                self._conn.close()
+                self._conn = None
+
+    def _drop_slot(self, setup: Any) -> None:
+        # The walsender lets go of the slot a moment after the stream closes: wait for that.
+        name = self.cfg.source["slot.name"]
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            info = setup.slot_info(self._conn, name)
+            if info is None or not info.active:
+                break
+            time.sleep(0.05)
+        if setup.drop_slot(self._conn, name):
+            log.info("dropped slot %s (slot.drop.on.stop)", name)
+
+    offset_key = staticmethod(offset_key)
+
+    # ------------------------------------------------------------------ streaming
+    def batches(self) -> Iterator[Batch]:
+        assert self._stream is not None and self._tables is not None and self._events is not None
+        stream, tables, ev = self._stream, self._tables, self._events
+        decode, dispatch = pgo.decode, pgo.DISPATCH
+        u32 = pgo.U32.unpack_from
+        fast: dict[Any, Any] = {}  # table version -> fused INSERT decoder (fastrow.py)
+        begin_unpack, commit_unpack, epoch_us = pgo.BEGIN.unpack_from, pgo.COMMIT.unpack_from, pgo.PG_EPOCH_OFFSET_US
+        Insert, Update, Delete = pgo.Insert, pgo.Update, pgo.Delete
+        pending: list[Record] = []
+        tx: Tx | None = None
+        flush_lsn = self._flushed            # end LSN of the last complete transaction (confirmable)
+        order_commit = self._order_commit    # commit LSN of the last complete transaction (ordering)
+        seq_commit = self._seq_commit        # Debezium's lastCommitLsn for `sequence` (None at start)
+        n_tx = 0
+        n_filtered = 0  # row changes of relations the filters do not capture (metrics)
+        src_ts = 0
+        next_hb = time.monotonic() + self.heartbeat_s if self.heartbeat_s else None
+        start_key = self._start_key
+        history = self.history
+        skipped, tombstones = self.skipped, self.tombstones
+        message_topic = self.namer.message_topic()
+        more_cut = False
+
+        def offset(rec: Record | None = None) -> dict[str, Any]:
+            if rec is None or tx is None:
+                return {"lsn_flush": flush_lsn, "lsn_commit": order_commit, "lsn": order_commit, "sub": MAX,
+                        "seq_commit": seq_commit, "ts_usec": src_ts * 1000, "complete": True}
+            c, lsn, sub = rec.pos  # type: ignore[misc]
+            return {"lsn_flush": flush_lsn, "lsn_commit": c, "lsn": lsn, "sub": sub, "txId": tx.xid,
+                    "seq_commit": tx.prev_commit, "ts_usec": tx.commit_ts, "complete": False}
+
+        yielded_flush = flush_lsn  # lsn_flush of the last batch handed to the engine
+
+        def cut(in_tx: bool, more: bool = False) -> Batch:
+            nonlocal pending, n_tx, more_cut, n_filtered, yielded_flush
+            more_cut = more
+            yielded_flush = flush_lsn
+            b = Batch(pending, offset(pending[-1] if (in_tx and pending) else None),
+                      extra={"transactions": n_tx, "source_ts_ms": src_ts, "more": more, "filtered": n_filtered})
+            pending, n_tx, n_filtered = [], 0, 0
+            return b
+
+        def heartbeat() -> Batch:
+            nonlocal yielded_flush
+            yielded_flush = flush_lsn
+            return self._heartbeat(offset())
+
+        while True:
+            if self._stop or (self.deadline is not None and time.monotonic() > self.deadline):
+                if pending or (tx is None and flush_lsn > yielded_flush):
+                    # A position-only batch too: the offsets then hold the idle position the
+                    # slot already follows, and the next start has no gap to explain.
+                    yield cut(tx is not None)
+                return
+            msgs = stream.read_batch(self.max_batch, self.poll_s)
+            for lsn, payload in msgs:
+                kind = payload[0]
+                # BEGIN and COMMIT (two of the three messages of a one-row transaction) are
+                # unpacked right here, without a message object.
+                if kind == 66:  # 'B'
+                    try:
+                        final_lsn, begin_ts, xid = begin_unpack(payload)
+                    except Exception:
+                        decode(payload)  # raises the PgOutputError that explains it
+                        raise
+                    tx = Tx(xid, final_lsn, begin_ts + epoch_us, seq_commit)
+                    continue
+                if kind == 67:  # 'C'
+                    try:
+                        _, commit_lsn, end_lsn, commit_ts = commit_unpack(payload)
+                    except Exception:
+                        decode(payload)
+                        raise
+                    if tx is not None and (tx.commit_lsn, MAX, 0) > start_key:
+                        ev.tx_end(pending, tx, lsn)
+                    if end_lsn > flush_lsn:
+                        flush_lsn = end_lsn
+                    order_commit = commit_lsn
+                    seq_commit = lsn
+                    src_ts = (commit_ts + epoch_us) // 1000
+                    n_tx += 1
+                    tx = None
+                    if len(pending) >= self.max_batch:
+                        yield cut(False, more=True)
+                    continue
+                if kind == 73 and tx is not None:  # 'I': the fused decoder, when the tuple allows it
+                    ts = tables.get(u32(payload, 1)[0])
+                    if ts is not None:
+                        fused = fast.get(ts)
+                        if fused is None:
+                            fused = fast[ts] = compile_insert(ts)
+                        try:
+                            got = fused(payload, 6) if payload[5] == 78 else None  # 'N' new tuple
+                        except Exception:  # the general path raises or handles it (failure mode)
+                            got = None
+                        if got is not None:
+                            pos = (tx.commit_lsn, lsn, 0)
+                            if pos <= start_key:
+                                ev.insert([], tx, ts, got[0], got[1], lsn, pos, skipped)
+                                continue
+                            ev.insert(pending, tx, ts, got[0], got[1], lsn, pos, skipped)
+                            if len(pending) >= self.max_batch:
+                                yield cut(True, more=True)
+                            continue
+                try:
+                    m = dispatch[kind](payload)
+                except Exception:
+                    m = decode(payload)  # raises the PgOutputError that explains it
+                t = type(m)
+                if t is Insert or t is Update or t is Delete:
+                    ts = tables.get(m.relation_oid)
+                    if ts is None or tx is None:
+                        n_filtered += ts is None
+                        continue
+                    pos = (tx.commit_lsn, lsn, 0)
+                    if pos <= start_key:
+                        # Replay of a transaction cut mid-way before a restart: rebuild its
+                        # counters (total_order, BEGIN already sent) and drop the records.
+                        ev.change([], tx, ts, m, lsn, pos, skipped, tombstones)
+                        continue
+                    try:
+                        ev.change(pending, tx, ts, m, lsn, pos, skipped, tombstones)
+                    except TidemarkError:
+                        raise
+                    except Exception as e:  # a value the converters cannot handle (mode fail)
+                        # The exception type only: its text may quote the value.
+                        raise TerminalError(
+                            f"cannot convert a change of {ts.collection} at LSN {_fmt(lsn)} ({type(e).__name__})",
+                            "set event.processing.failure.handling.mode=warn to skip such changes "
+                            "(logged with table and position)") from None
+                    if len(pending) >= self.max_batch:
+                        yield cut(True, more=True)
+                elif t is pgo.Relation:
+                    tables.relation(m)
+                elif t is pgo.Truncate:
+                    if tx is None or "t" in skipped:
+                        continue
+                    for i, oid in enumerate(m.relation_oids):
+                        ts = tables.get(oid)
+                        pos = (tx.commit_lsn, lsn, i)
+                        if ts is not None and pos > start_key:
+                            ev.truncate(pending, tx, ts, lsn, pos)
+                elif t is pgo.LogicalMessage:
+                    if m.transactional and tx is not None:
+                        pos = (tx.commit_lsn, lsn, 0)
+                        if self.message_filter(m.prefix) and pos > start_key:
+                            ev.message(pending, message_topic, tx, m, lsn, pos, seq_commit)
+                    else:
+                        pos = (lsn, lsn, 0)
+                        seq_commit = lsn
+                        if self.message_filter(m.prefix) and pos > start_key:
+                            ev.message(pending, message_topic, None, m, lsn, pos, seq_commit)
+                        order_commit = max(order_commit, lsn)
+                        flush_lsn = max(flush_lsn, lsn)
+                # Origin and Type messages need no event.
+            # Let go of the raw payloads before yielding: a batch can wait in the sinks for a
+            # while, and a 50 MB value must not be held a second time as its pgoutput bytes.
+            n_msgs = len(msgs)
+            msgs = payload = m = None  # type: ignore[assignment]
+            now = time.monotonic()
+            if tx is None and n_msgs < self.max_batch:
+                # Nothing in flight: the server's keepalive position can be confirmed too, so a
+                # quiet or fully filtered database does not pin WAL (Debezium does the same).
+                wal_end = stream.wal_end
+                if wal_end > flush_lsn:
+                    flush_lsn = wal_end
+                if flush_lsn > history.seen_lsn:
+                    history.seen_lsn = flush_lsn
+                if pending or more_cut:
+                    # Also after a size cut with nothing left: tells the engine to commit now.
+                    more_cut = False
+                    yield cut(False)
+                if next_hb is not None and now >= next_hb:
+                    next_hb = now + self.heartbeat_s
+                    yield heartbeat()
+                if self._target is not None:
+                    if flush_lsn >= self._target:
+                        if flush_lsn > yielded_flush:
+                            yield cut(False)  # the idle position (see the stop above)
+                        return  # caught up: no need to wait out another poll interval first
+                    if not n_msgs:
+                        stream.request_status()
+            elif next_hb is not None and now >= next_hb and tx is None:
+                next_hb = now + self.heartbeat_s
+                if pending:
+                    yield cut(False)
+                yield heartbeat()
+
+    def _heartbeat(self, off: dict[str, Any]) -> Batch:
+        if self.heartbeat_query:
+            import psycopg2
+
+            from connectors.sources.postgres.setup import translate_error
+
+            try:
+                with self._conn.cursor() as cur:
+                    cur.execute(self.heartbeat_query)
+            except psycopg2.Error as exc:
+                raise translate_error(exc, "running heartbeat.action.query") from exc
+        now = int(time.time() * 1000)
+        rec = Record(self.namer.heartbeat_topic, {"serverName": self.cfg.topic_prefix}, {"ts_ms": now},
+                     env.HEARTBEAT_KEY, env.HEARTBEAT_VALUE)
+        return Batch([rec], off, extra={"heartbeat": True})
+
+
+def _fmt(lsn: int) -> str:
+    return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
+
+
+__all__ = ["ConnectHistory", "PostgresSource", "history_for", "offset_key"]
