@@ -92,8 +92,9 @@ def children_cpu_s() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def run_monitored(cmd: list[str], log_path: Path, timeout: float,
-                  **popen: Any) -> tuple[int, float, float, float]:
+def run_monitored(
+    cmd: list[str], log_path: Path, timeout: float, **popen: Any
+) -> tuple[int, float, float, float]:
     """Run ``cmd`` (stderr, and stdout unless given, to ``log_path``; cwd the repository) with its
     process tree's RSS polled; killed after ``timeout`` s.
     Returns (exit code or -9, wall s, peak MiB, CPU s of the process tree)."""
@@ -101,8 +102,9 @@ def run_monitored(cmd: list[str], log_path: Path, timeout: float,
     with log_path.open("wb") as lf:
         popen.setdefault("stdout", lf)
         t0 = time.monotonic()
-        proc = subprocess.Popen(cmd, stderr=lf if popen["stdout"] is not lf else subprocess.STDOUT, cwd=ROOT,
-                                **popen)
+        proc = subprocess.Popen(
+            cmd, stderr=lf if popen["stdout"] is not lf else subprocess.STDOUT, cwd=ROOT, **popen
+        )
         mon = RssMonitor(proc.pid)
         try:
             rc = proc.wait(timeout=timeout)
@@ -131,7 +133,9 @@ def write_properties(path: Path, props: dict[str, str]) -> Path:
     return path
 
 
-def tidemark_command(cfg: Path, *args: str, profile_out: Path | None = None) -> tuple[list[str], dict[str, str]]:
+def tidemark_command(
+    cfg: Path, *args: str, profile_out: Path | None = None
+) -> tuple[list[str], dict[str, str]]:
     """(argv, environment) of `tidemark run --config cfg *args` as users run it (the CLI module)."""
     cmd = [sys.executable]
     if profile_out is not None:
@@ -151,17 +155,35 @@ def run_tidemark(cfg: Path, work: Path, n: int, profile_out: Path | None = None)
     records, batches, engine_s = (int(m[1]), int(m[2]), float(m[3])) if m else (None, None, None)
     if records is not None and records != n:
         log(f"WARNING: tidemark reported {records} records, expected {n}; log {log_path}")
-    return {"wall_s": wall, "engine_s": engine_s, "records": records, "batches": batches, "peak_rss_mb": peak,
-            "cpu_s": cpu}
+    return {
+        "wall_s": wall,
+        "engine_s": engine_s,
+        "records": records,
+        "batches": batches,
+        "peak_rss_mb": peak,
+        "cpu_s": cpu,
+    }
 
 
 def tidemark_line(common: dict[str, Any], consumer: str, n: int, r: dict[str, Any], **extra: Any) -> float:
     """Emit a Tidemark consumer's figures; returns its steady-state seconds (the `stopped:` line's)."""
     secs = r["engine_s"] or r["wall_s"]
-    emit({**common, "consumer": consumer, "seconds": round(secs, 3), "events_per_s": round(n / secs),
-          "seconds_incl_startup": round(r["wall_s"], 3), "events_per_s_incl_startup": round(n / r["wall_s"]),
-          "cpu_s": round(r["cpu_s"], 2), "events_per_cpu_s": round(n / r["cpu_s"]) if r["cpu_s"] else None,
-          "records": r["records"], "batches": r["batches"], **extra, "peak_rss_mb": round(r["peak_rss_mb"], 1)})
+    emit(
+        {
+            **common,
+            "consumer": consumer,
+            "seconds": round(secs, 3),
+            "events_per_s": round(n / secs),
+            "seconds_incl_startup": round(r["wall_s"], 3),
+            "events_per_s_incl_startup": round(n / r["wall_s"]),
+            "cpu_s": round(r["cpu_s"], 2),
+            "events_per_cpu_s": round(n / r["cpu_s"]) if r["cpu_s"] else None,
+            "records": r["records"],
+            "batches": r["batches"],
+            **extra,
+            "peak_rss_mb": round(r["peak_rss_mb"], 1),
+        }
+    )
     return secs
 
 
@@ -170,15 +192,17 @@ def pg_tidemark_props(pg: Any, slot: str, publication: str) -> dict[str, str]:
     """Tidemark source properties streaming from an existing ``slot`` and ``publication`` of the
     private server ``pg``, without a snapshot; topic prefix = the slot name with dashes."""
     props = {f"debezium.source.{k}": v for k, v in pg.props().items()}
-    props.update({
-        "debezium.source.connector.class": "postgres",
-        "debezium.source.topic.prefix": slot.replace("_", "-"),
-        "debezium.source.slot.name": slot,
-        "debezium.source.publication.name": publication,
-        "debezium.source.publication.autocreate.mode": "disabled",
-        "debezium.source.snapshot.mode": "no_data",
-        "debezium.source.plugin.name": "pgoutput",
-    })
+    props.update(
+        {
+            "debezium.source.connector.class": "postgres",
+            "debezium.source.topic.prefix": slot.replace("_", "-"),
+            "debezium.source.slot.name": slot,
+            "debezium.source.publication.name": publication,
+            "debezium.source.publication.autocreate.mode": "disabled",
+            "debezium.source.snapshot.mode": "no_data",
+            "debezium.source.plugin.name": "pgoutput",
+        }
+    )
     return props
 
 
@@ -248,19 +272,26 @@ def profile_tidemark(what: str, cfg: Path, work: Path, n: int) -> None:
 
 
 # --------------------------------------------------------------------------- command line and lifecycle
-def add_common_args(ap: argparse.ArgumentParser, shapes: list[str], consumers: list[str],
-                    profiled: list[str]) -> None:
+def add_common_args(
+    ap: argparse.ArgumentParser, shapes: list[str], consumers: list[str], profiled: list[str]
+) -> None:
     ap.add_argument("--events", type=int, default=100_000, help="rows per workload shape (default 100000)")
-    ap.add_argument("--quick", action="store_true", help="5000 events per shape (smoke run of every code path)")
+    ap.add_argument(
+        "--quick", action="store_true", help="5000 events per shape (smoke run of every code path)"
+    )
     ap.add_argument("--shapes", default=",".join(shapes))
     ap.add_argument("--consumers", default=",".join(consumers))
-    ap.add_argument("--profile", action="store_true",
-                    help=f"also run Tidemark {', '.join(profiled)} under cProfile and log the hotspots")
+    ap.add_argument(
+        "--profile",
+        action="store_true",
+        help=f"also run Tidemark {', '.join(profiled)} under cProfile and log the hotspots",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs, profiles)")
 
 
-def selection(ap: argparse.ArgumentParser, a: argparse.Namespace, shapes: list[str],
-              consumers: list[str]) -> tuple[int, list[str], list[str]]:
+def selection(
+    ap: argparse.ArgumentParser, a: argparse.Namespace, shapes: list[str], consumers: list[str]
+) -> tuple[int, list[str], list[str]]:
     """(events per shape, chosen shapes, chosen consumers); exits with a usage error on unknown names."""
     chosen_shapes = [s for s in a.shapes.split(",") if s]
     chosen = [c for c in a.consumers.split(",") if c]
@@ -271,8 +302,9 @@ def selection(ap: argparse.ArgumentParser, a: argparse.Namespace, shapes: list[s
 
 
 @contextlib.contextmanager
-def bench_session(prefix: str, n: int, keep: bool,
-                  kafka: bool) -> Iterator[tuple[Path, contextlib.ExitStack, Any]]:
+def bench_session(
+    prefix: str, n: int, keep: bool, kafka: bool
+) -> Iterator[tuple[Path, contextlib.ExitStack, Any]]:
     """(work directory, ExitStack, tansu broker or None): the directory is removed at the end
     unless ``keep``; the caller registers its database server's ``destroy`` on the ExitStack, which
     runs the callbacks in reverse order, also on errors. The broker is started when ``kafka``."""

@@ -65,9 +65,20 @@ CONSUMERS: dict[str, tuple[str, dict[str, str]]] = {
     # and its PostgreSQL reader sleeps as long when the stream is idle: the same with 10 ms
     "debezium_poll10ms": ("debezium", {"poll.interval.ms": "10"}),
 }
-DEFAULT_CONSUMERS = ["tidemark_jsonl", "tidemark_jsonl_flush600s", "tidemark_kafka", "tidemark_delta", "debezium",
-                     "debezium_poll10ms"]
-SINK_OF = {"tidemark_jsonl": "jsonl", "tidemark_kafka": "kafka", "tidemark_delta": "delta", "debezium": "handler"}
+DEFAULT_CONSUMERS = [
+    "tidemark_jsonl",
+    "tidemark_jsonl_flush600s",
+    "tidemark_kafka",
+    "tidemark_delta",
+    "debezium",
+    "debezium_poll10ms",
+]
+SINK_OF = {
+    "tidemark_jsonl": "jsonl",
+    "tidemark_kafka": "kafka",
+    "tidemark_delta": "delta",
+    "debezium": "handler",
+}
 
 SCHEMA_SQL = f"""
 CREATE TABLE IF NOT EXISTS {TABLE} (
@@ -76,8 +87,10 @@ DROP PUBLICATION IF EXISTS {PUBLICATION};
 CREATE PUBLICATION {PUBLICATION} FOR TABLE {TABLE};
 """
 # ~200 bytes a row like pg_stream.py's; one statement = one transaction (autocommit)
-INSERT_SQL = (f"INSERT INTO {TABLE} VALUES (%(id)s, 'customer-' || %(id)s, (%(id)s %% 100)::int, "
-              "((%(id)s %% 100000) / 100.0)::numeric(10,2), now(), repeat(md5(%(id)s::text), 4))")
+INSERT_SQL = (
+    f"INSERT INTO {TABLE} VALUES (%(id)s, 'customer-' || %(id)s, (%(id)s %% 100)::int, "
+    "((%(id)s %% 100000) / 100.0)::numeric(10,2), now(), repeat(md5(%(id)s::text), 4))"
+)
 
 
 # =========================================================================== child: generator
@@ -108,8 +121,9 @@ def generator_child(spec_path: str) -> None:
         late[k] = start - due
     end = time.monotonic()
     conn.close()
-    Path(spec["out"]).write_text(json.dumps({"first": first, "commit": commit, "late": late,
-                                             "elapsed": end - t0}))
+    Path(spec["out"]).write_text(
+        json.dumps({"first": first, "commit": commit, "late": late, "elapsed": end - t0})
+    )
 
 
 # =========================================================================== child: sink watchers
@@ -187,7 +201,9 @@ def watch_kafka(bootstrap: str, topic: str, out: SeenLog) -> None:
 
     position = OFFSET_BEGINNING
     while True:
-        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "latency-bench", "enable.auto.commit": False})
+        c = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": "latency-bench", "enable.auto.commit": False}
+        )
         c.assign([TopicPartition(topic, 0, position)])
         last = time.monotonic()
         while time.monotonic() - last < 1.0:
@@ -197,9 +213,16 @@ def watch_kafka(bootstrap: str, topic: str, out: SeenLog) -> None:
             last = time.monotonic()
             position = msgs[-1].offset() + 1
             # CreateTime is whole milliseconds (truncated): the middle of its millisecond
-            out.add([m.timestamp()[1] / 1000 + 0.0005 for m in msgs],
-                    [(orjson.loads(m.key()) if m.key() else None, orjson.loads(m.value()) if m.value() else None)
-                     for m in msgs])
+            out.add(
+                [m.timestamp()[1] / 1000 + 0.0005 for m in msgs],
+                [
+                    (
+                        orjson.loads(m.key()) if m.key() else None,
+                        orjson.loads(m.value()) if m.value() else None,
+                    )
+                    for m in msgs
+                ],
+            )
         c.close()
 
 
@@ -224,8 +247,10 @@ def watch_delta(table: Path, out: SeenLog, poll_s: float) -> None:
             add = orjson.loads(line).get("add")
             if add:
                 cols = pq.read_table(table / unquote(add["path"]), columns=["key", "source"]).to_pydict()
-                kv += [(orjson.loads(k) if k else None, {"source": s}) for k, s in zip(cols["key"], cols["source"],
-                                                                                        strict=True)]
+                kv += [
+                    (orjson.loads(k) if k else None, {"source": s})
+                    for k, s in zip(cols["key"], cols["source"], strict=True)
+                ]
         out.add(t, kv, version=version)
         version += 1
 
@@ -245,8 +270,12 @@ def debezium_child(props_path: str, seen_path: str) -> None:
             kv = []
             for r in records:
                 k, v = r.key(), r.value()
-                kv.append((orjson.loads(str(k)) if k is not None else None,
-                           orjson.loads(str(v)) if v is not None else None))
+                kv.append(
+                    (
+                        orjson.loads(str(k)) if k is not None else None,
+                        orjson.loads(str(v)) if v is not None else None,
+                    )
+                )
             out.add(t, kv)
 
     run_debezium_engine(props, Stamper(), sys.stdin.read)
@@ -308,14 +337,27 @@ class Seen:
 def percentiles(values: list[float]) -> dict[str, float | None]:
     """Nearest-rank p50/p90/p99/p99.9, max and mean, in ms (``values`` in seconds)."""
     if not values:
-        return {"p50_ms": None, "p90_ms": None, "p99_ms": None, "p999_ms": None, "max_ms": None, "mean_ms": None}
+        return {
+            "p50_ms": None,
+            "p90_ms": None,
+            "p99_ms": None,
+            "p999_ms": None,
+            "max_ms": None,
+            "mean_ms": None,
+        }
     s = sorted(values)
 
     def p(q: float) -> float:
         return round(s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))] * 1000, 2)
 
-    return {"p50_ms": p(0.5), "p90_ms": p(0.9), "p99_ms": p(0.99), "p999_ms": p(0.999),
-            "max_ms": round(s[-1] * 1000, 2), "mean_ms": round(sum(s) / len(s) * 1000, 2)}
+    return {
+        "p50_ms": p(0.5),
+        "p90_ms": p(0.9),
+        "p99_ms": p(0.99),
+        "p999_ms": p(0.999),
+        "max_ms": round(s[-1] * 1000, 2),
+        "mean_ms": round(sum(s) / len(s) * 1000, 2),
+    }
 
 
 def generator_summary(g: dict[str, Any], rate: float) -> dict[str, Any]:
@@ -324,18 +366,30 @@ def generator_summary(g: dict[str, Any], rate: float) -> dict[str, Any]:
     achieved = n / g["elapsed"] if g["elapsed"] > 0 else 0.0
     late_p99 = late[min(n - 1, math.ceil(0.99 * n) - 1)] * 1000
     behind = achieved < 0.99 * rate or late[-1] > 0.1
-    return {"target_rate": rate, "achieved_rate": round(achieved, 1), "transactions": n,
-            "start_late_p50_ms": round(late[n // 2] * 1000, 3), "start_late_p99_ms": round(late_p99, 3),
-            "start_late_max_ms": round(late[-1] * 1000, 3), "fell_behind": behind}
+    return {
+        "target_rate": rate,
+        "achieved_rate": round(achieved, 1),
+        "transactions": n,
+        "start_late_p50_ms": round(late[n // 2] * 1000, 3),
+        "start_late_p99_ms": round(late_p99, 3),
+        "start_late_max_ms": round(late[-1] * 1000, 3),
+        "fell_behind": behind,
+    }
 
 
 def run_generator(work: Path, name: str, pg: Any, first: int, n: int, rate: float) -> dict[str, Any]:
     spec = work / f"{name}.spec.json"
     out = work / f"{name}.out.json"
-    spec.write_text(json.dumps({"conn": pg.conn_params(), "first": first, "n": n, "rate": rate, "out": str(out)}))
+    spec.write_text(
+        json.dumps({"conn": pg.conn_params(), "first": first, "n": n, "rate": rate, "out": str(out)})
+    )
     with (work / f"{name}.log").open("wb") as lf:
-        rc = subprocess.run([sys.executable, os.path.abspath(__file__), "--generator-child", str(spec)],
-                            stdout=lf, stderr=subprocess.STDOUT, timeout=n / rate + 120).returncode
+        rc = subprocess.run(
+            [sys.executable, os.path.abspath(__file__), "--generator-child", str(spec)],
+            stdout=lf,
+            stderr=subprocess.STDOUT,
+            timeout=n / rate + 120,
+        ).returncode
     if rc != 0:
         raise RuntimeError(f"generator exited {rc}; log {work / f'{name}.log'}")
     spec.unlink()  # holds the private server's password
@@ -352,9 +406,12 @@ def tidemark_settings(cfg_path: Path) -> dict[str, Any]:
     def own(key: str) -> int:
         return int(cfg.tidemark.get(key, SERVER_PROPERTIES[f"tidemark.{key}"].default))
 
-    return {"poll.interval.ms": cfg.source["poll.interval.ms"], "max.batch.size": cfg.source["max.batch.size"],
-            "tidemark.commit.max.events": own("commit.max.events"),
-            "tidemark.offsets.flush.interval.ms": own("offsets.flush.interval.ms")}
+    return {
+        "poll.interval.ms": cfg.source["poll.interval.ms"],
+        "max.batch.size": cfg.source["max.batch.size"],
+        "tidemark.commit.max.events": own("commit.max.events"),
+        "tidemark.offsets.flush.interval.ms": own("offsets.flush.interval.ms"),
+    }
 
 
 def tree_cpu_s(pid: int) -> float | None:
@@ -387,9 +444,14 @@ def wait_slot_active(pg: Any, slot: str, timeout: float, proc: subprocess.Popen,
     deadline = time.monotonic() + timeout
     while not pg.scalar("SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,)):
         if proc.poll() is not None or time.monotonic() > deadline:
-            why = (f"exited with {proc.returncode}" if proc.poll() is not None
-                   else f"not streaming (slot {slot} inactive) after {timeout:.0f}s")
-            raise RuntimeError(f"the consumer {why}; {log_path}:\n{log_path.read_text(errors='replace')[-2000:]}")
+            why = (
+                f"exited with {proc.returncode}"
+                if proc.poll() is not None
+                else f"not streaming (slot {slot} inactive) after {timeout:.0f}s"
+            )
+            raise RuntimeError(
+                f"the consumer {why}; {log_path}:\n{log_path.read_text(errors='replace')[-2000:]}"
+            )
         time.sleep(0.1)
 
 
@@ -410,12 +472,18 @@ def measure(name: str, idx: int, pg: Any, kafka: Any, base: Path, a: argparse.Na
             props = {**pg_debezium_props(pg, slot, PUBLICATION, work), **extra}
             props_path = work / "dbz.props.json"
             props_path.write_text(json.dumps(props, indent=1))
-            settings = {"poll.interval.ms": int(props.get("poll.interval.ms", 500)),
-                        "max.batch.size": int(props.get("max.batch.size", 2048))}
+            settings = {
+                "poll.interval.ms": int(props.get("poll.interval.ms", 500)),
+                "max.batch.size": int(props.get("max.batch.size", 2048)),
+            }
             consumer_log = work / "debezium.log"
             logs.append(consumer_log.open("wb"))
-            consumer = subprocess.Popen([sys.executable, me, "--debezium-child", str(props_path), str(seen_path)],
-                                        stdin=subprocess.PIPE, stdout=logs[-1], stderr=subprocess.STDOUT)
+            consumer = subprocess.Popen(
+                [sys.executable, me, "--debezium-child", str(props_path), str(seen_path)],
+                stdin=subprocess.PIPE,
+                stdout=logs[-1],
+                stderr=subprocess.STDOUT,
+            )
             procs.append((consumer, "stdin"))
         else:
             props = {**pg_tidemark_props(pg, slot, PUBLICATION), **sink_props(kind, work, kafka), **extra}
@@ -429,12 +497,21 @@ def measure(name: str, idx: int, pg: Any, kafka: Any, base: Path, a: argparse.Na
             elif sink == "delta":
                 target = str(work / "warehouse" / prefix / "changelog")
             else:
-                topic = kafka.create_topic(f"{prefix}.public.{TABLE}", partitions=1)  # so it can be assigned now
+                topic = kafka.create_topic(
+                    f"{prefix}.public.{TABLE}", partitions=1
+                )  # so it can be assigned now
                 target = f"{kafka.bootstrap}/{topic}"
             logs.append((work / "watcher.log").open("wb"))
-            procs.append((subprocess.Popen([sys.executable, me, "--watcher-child", sink, target, str(seen_path),
-                                            str(a.poll_ms)],
-                                           stdout=logs[-1], stderr=subprocess.STDOUT), "term"))
+            procs.append(
+                (
+                    subprocess.Popen(
+                        [sys.executable, me, "--watcher-child", sink, target, str(seen_path), str(a.poll_ms)],
+                        stdout=logs[-1],
+                        stderr=subprocess.STDOUT,
+                    ),
+                    "term",
+                )
+            )
             cmd, env = tidemark_command(cfg)
             consumer_log = work / "tidemark.log"
             logs.append(consumer_log.open("wb"))
@@ -485,11 +562,21 @@ def measure(name: str, idx: int, pg: Any, kafka: Any, base: Path, a: argparse.Na
     if gen["fell_behind"]:
         log(f"{name}: WARNING the generator fell behind: {gen}")
     line: dict[str, Any] = {
-        "bench": "latency", "consumer": name, "sink": sink, "rate": a.rate, "seconds": a.seconds,
-        "events": n, "delivered": got, "missing": n - got, "duplicates": seen.duplicates, **percentiles(lat),
+        "bench": "latency",
+        "consumer": name,
+        "sink": sink,
+        "rate": a.rate,
+        "seconds": a.seconds,
+        "events": n,
+        "delivered": got,
+        "missing": n - got,
+        "duplicates": seen.duplicates,
+        **percentiles(lat),
         "from_server_commit": percentiles(from_server),
         "server_commit_to_client_ms_p50": percentiles(commit_gap)["p50_ms"],
-        "generator": gen, "settings": settings, "consumer_cpu_s": cpu,
+        "generator": gen,
+        "settings": settings,
+        "consumer_cpu_s": cpu,
         "watcher_cpu_s": watcher_cpu,
         "load_average": [round(load0, 2), round(load1, 2)],
     }
@@ -507,11 +594,15 @@ def delta_commits(seen: Seen, t_from: float, t_to: float) -> dict[str, Any]:
     vs = [(t, rows) for t, _v, rows in seen.versions if t_from <= t <= t_to + 0.001]
     gaps = sorted(b[0] - a[0] for a, b in zip(vs, vs[1:], strict=False))
     rows = [r for _t, r in vs]
-    return {"commits": len(vs), "commits_per_s": round(len(vs) / (t_to - t_from), 1) if t_to > t_from else None,
-            "interval_p50_ms": percentiles(gaps)["p50_ms"], "interval_p99_ms": percentiles(gaps)["p99_ms"],
-            "interval_max_ms": percentiles(gaps)["max_ms"],
-            "rows_per_commit_mean": round(sum(rows) / len(rows), 1) if rows else None,
-            "rows_per_commit_max": max(rows, default=None)}
+    return {
+        "commits": len(vs),
+        "commits_per_s": round(len(vs) / (t_to - t_from), 1) if t_to > t_from else None,
+        "interval_p50_ms": percentiles(gaps)["p50_ms"],
+        "interval_p99_ms": percentiles(gaps)["p99_ms"],
+        "interval_max_ms": percentiles(gaps)["max_ms"],
+        "rows_per_commit_mean": round(sum(rows) / len(rows), 1) if rows else None,
+        "rows_per_commit_max": max(rows, default=None),
+    }
 
 
 def offsets_history(warehouse: Path, n: int) -> Path:
@@ -530,21 +621,41 @@ def offsets_history(warehouse: Path, n: int) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rate", type=float, default=1000.0, help="single-row transactions per second (default 1000)")
+    ap.add_argument(
+        "--rate", type=float, default=1000.0, help="single-row transactions per second (default 1000)"
+    )
     ap.add_argument("--seconds", type=float, default=30.0, help="measured workload per consumer (default 30)")
-    ap.add_argument("--warmup", type=float, default=2.0,
-                    help="seconds of paced warm-up rows, all seen in the sink before measuring (default 2)")
-    ap.add_argument("--consumers", default=",".join(DEFAULT_CONSUMERS),
-                    help=f"comma-separated, run one at a time; known: {', '.join(CONSUMERS)}")
-    ap.add_argument("--poll-ms", type=float, default=0.5, help="jsonl/Delta watcher poll interval (default 0.5)")
-    ap.add_argument("--drain", type=float, default=30.0, help="seconds to wait for the last rows (default 30)")
+    ap.add_argument(
+        "--warmup",
+        type=float,
+        default=2.0,
+        help="seconds of paced warm-up rows, all seen in the sink before measuring (default 2)",
+    )
+    ap.add_argument(
+        "--consumers",
+        default=",".join(DEFAULT_CONSUMERS),
+        help=f"comma-separated, run one at a time; known: {', '.join(CONSUMERS)}",
+    )
+    ap.add_argument(
+        "--poll-ms", type=float, default=0.5, help="jsonl/Delta watcher poll interval (default 0.5)"
+    )
+    ap.add_argument(
+        "--drain", type=float, default=30.0, help="seconds to wait for the last rows (default 30)"
+    )
     ap.add_argument("--start-timeout", type=float, default=120.0, help="consumer start and warm-up limit (s)")
-    ap.add_argument("--offsets-history", type=int, default=0, metavar="N",
-                    help="N earlier saves in each Tidemark warehouse's offset table, as after N seconds of "
-                         "running with the default flush interval (default 0: a fresh warehouse)")
+    ap.add_argument(
+        "--offsets-history",
+        type=int,
+        default=0,
+        metavar="N",
+        help="N earlier saves in each Tidemark warehouse's offset table, as after N seconds of "
+        "running with the default flush interval (default 0: a fresh warehouse)",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the work directory (configs, logs, stamps)")
     ap.add_argument("--generator-child", metavar="SPEC", help=argparse.SUPPRESS)
-    ap.add_argument("--watcher-child", nargs=4, metavar=("KIND", "TARGET", "OUT", "POLL_MS"), help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--watcher-child", nargs=4, metavar=("KIND", "TARGET", "OUT", "POLL_MS"), help=argparse.SUPPRESS
+    )
     ap.add_argument("--debezium-child", nargs=2, metavar=("PROPS", "OUT"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     a.history_dir = None
@@ -568,7 +679,11 @@ def main(argv: list[str] | None = None) -> int:
     from connectors.app.embedded.postgres import start_pg
 
     use_kafka = any(CONSUMERS[c][0] == "tidemark_kafka" for c in chosen)
-    with bench_session("tidemark-latency-", int(a.rate * a.seconds), a.keep, use_kafka) as (base, servers, kafka):
+    with bench_session("tidemark-latency-", int(a.rate * a.seconds), a.keep, use_kafka) as (
+        base,
+        servers,
+        kafka,
+    ):
         pg = start_pg(None, max_replication_slots=20, max_wal_senders=20)
         servers.callback(pg.destroy)
         with contextlib.closing(pg.connect()) as conn, conn.cursor() as cur:

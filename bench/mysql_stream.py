@@ -46,7 +46,10 @@ RAW = "mysql_replication_raw"
 ALL_CONSUMERS = [*TIDEMARK_CONSUMERS, RAW]
 SHAPES = ["single_row_tx", "tx_1000_rows"]
 PROFILED = ["tidemark_delta", "tidemark_kafka", "tidemark_jsonl"]
-TARGET_SHAPE, TARGET = "single_row_tx", 3.0  # the issue: Tidemark >= 3x the bare loop, single-row transactions
+TARGET_SHAPE, TARGET = (
+    "single_row_tx",
+    3.0,
+)  # the issue: Tidemark >= 3x the bare loop, single-row transactions
 ROWS_PER_TX = 1000
 
 # ~200 bytes a row like the PostgreSQL bench: `note` is 128 chars, `created` a TIMESTAMP(6).
@@ -120,13 +123,15 @@ def tidemark_config(path: Path, db: Any, kafka: Any, consumer: str, prefix: str,
     from connectors.app.embedded.util import unique_server_id
 
     props = {f"debezium.source.{k}": v for k, v in db.props().items()}
-    props.update({
-        "debezium.source.connector.class": "mariadb",
-        "debezium.source.topic.prefix": prefix,
-        "debezium.source.database.server.id": str(unique_server_id()),
-        "debezium.source.database.include.list": DB,
-        "debezium.source.snapshot.mode": "no_data",
-    })
+    props.update(
+        {
+            "debezium.source.connector.class": "mariadb",
+            "debezium.source.topic.prefix": prefix,
+            "debezium.source.database.server.id": str(unique_server_id()),
+            "debezium.source.database.include.list": DB,
+            "debezium.source.snapshot.mode": "no_data",
+        }
+    )
     props.update(sink_props(consumer, work, kafka))
     return write_properties(path, props)
 
@@ -156,8 +161,14 @@ def delivered(consumer: str, prefix: str, work: Path, kafka: Any, expected: int)
     # Read the topic back (tansu's high watermark is the last batch's base offset + 1, not the log end).
     from confluent_kafka import Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": f"bench-verify-{prefix}",
-                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c = Consumer(
+        {
+            "bootstrap.servers": kafka.bootstrap,
+            "group.id": f"bench-verify-{prefix}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     offsets: set[int] = set()
     try:
         c.assign([TopicPartition(topic, 0, 0)])
@@ -181,8 +192,13 @@ def ensure_start_offset(cfg: Path, start: dict[str, Any]) -> str:
     otherwise store the offset that run would have stored — the binlog position of its schema
     snapshot, `start` — and return 'seeded' (the caller logs a WARNING: without it the measured run
     would start at the binlog's end and read nothing)."""
-    shown = subprocess.run([sys.executable, "-m", "connectors.app.cli", "offsets", "show", "--config", str(cfg)],
-                           capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    shown = subprocess.run(
+        [sys.executable, "-m", "connectors.app.cli", "offsets", "show", "--config", str(cfg)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     if shown.returncode != 0:
         raise RuntimeError(f"`tidemark offsets show` exited {shown.returncode}: {shown.stderr[-2000:]}")
     out = json.loads(shown.stdout)
@@ -193,8 +209,17 @@ def ensure_start_offset(cfg: Path, start: dict[str, Any]) -> str:
 
     conf = load(cfg)
     DeltaOffsetStore(conf.warehouse, conf.name).save(
-        1, {"file": start["file"], "pos": start["pos"], "gtids": start["gtid"], "event": 0, "row": 0,
-            "server_id": 0, "ts_sec": 0})
+        1,
+        {
+            "file": start["file"],
+            "pos": start["pos"],
+            "gtids": start["gtid"],
+            "event": 0,
+            "row": 0,
+            "server_id": 0,
+            "ts_sec": 0,
+        },
+    )
     return "seeded"
 
 
@@ -210,8 +235,13 @@ def run_raw(db: Any, start: dict[str, Any], n: int) -> dict[str, Any]:
     t0 = time.monotonic()
     reader = BinLogStreamReader(
         connection_settings={"host": db.host, "port": db.port, "user": db.user, "passwd": db.password},
-        server_id=unique_server_id(), log_file=start["file"], log_pos=start["pos"], resume_stream=True,
-        blocking=False, only_events=[WriteRowsEvent])
+        server_id=unique_server_id(),
+        log_file=start["file"],
+        log_pos=start["pos"],
+        resume_stream=True,
+        blocking=False,
+        only_events=[WriteRowsEvent],
+    )
     rows = events = values = 0
     first = None
     try:
@@ -230,13 +260,20 @@ def run_raw(db: Any, start: dict[str, Any], n: int) -> dict[str, Any]:
         reader.close()
     if rows != n:
         raise RuntimeError(f"BinLogStreamReader read {rows} rows, expected {n}")
-    return {"steady_s": end - (first or t0), "wall_s": end - t0, "cpu_s": cpu, "records": rows,
-            "rows_events": events, "values": values}
+    return {
+        "steady_s": end - (first or t0),
+        "wall_s": end - t0,
+        "cpu_s": cpu,
+        "records": rows,
+        "rows_events": events,
+        "values": values,
+    }
 
 
 # --------------------------------------------------------------------------- main
-def bench_round(db: Any, kafka: Any, shape: str, first_id: int, n: int, consumers: list[str], base: Path,
-                profile: bool) -> None:
+def bench_round(
+    db: Any, kafka: Any, shape: str, first_id: int, n: int, consumers: list[str], base: Path, profile: bool
+) -> None:
     common = {"bench": BENCH_NAME, "shape": shape, "events": n}
     # Tidemark consumers (and profiled twins) start once before the workload: no offsets yet, so each
     # stores the current binlog position and stops; the second run, after the workload, is measured.
@@ -270,17 +307,30 @@ def bench_round(db: Any, kafka: Any, shape: str, first_id: int, n: int, consumer
             log(f"{shape}: {key}: checking its start offset FAILED: {e}")
             started[key] = f"error: {e}"[:500]
     if "seeded" in started.values():
-        log(f"{shape}: WARNING: the first run stored no start offset for "
+        log(
+            f"{shape}: WARNING: the first run stored no start offset for "
             f"{', '.join(k for k, v in started.items() if v == 'seeded')} (see README); "
-            f"seeded the offset store with the snapshot position {start['file']}:{start['pos']} gtid {start['gtid']}")
+            f"seeded the offset store with the snapshot position {start['file']}:{start['pos']} gtid {start['gtid']}"
+        )
     log(f"{shape}: binlog at {start['file']}:{start['pos']} gtid {start['gtid']}; generating {n} rows")
     gen_s = generate(db, shape, first_id, n)
     end = position(db)
     size = binlog_bytes(db, start, end)
-    log(f"{shape}: workload generated in {gen_s:.1f}s ({n / gen_s:.0f} rows/s), {size / 2**20:.1f} MiB of binlog "
-        f"({size / n:.0f} bytes/row), now at {end['file']}:{end['pos']} gtid {end['gtid']}")
-    emit({**common, "consumer": "workload_generation", "seconds": round(gen_s, 3), "events_per_s": round(n / gen_s),
-          "binlog_bytes": size, "binlog_start": start, "binlog_end": end})
+    log(
+        f"{shape}: workload generated in {gen_s:.1f}s ({n / gen_s:.0f} rows/s), {size / 2**20:.1f} MiB of binlog "
+        f"({size / n:.0f} bytes/row), now at {end['file']}:{end['pos']} gtid {end['gtid']}"
+    )
+    emit(
+        {
+            **common,
+            "consumer": "workload_generation",
+            "seconds": round(gen_s, 3),
+            "events_per_s": round(n / gen_s),
+            "binlog_bytes": size,
+            "binlog_start": start,
+            "binlog_end": end,
+        }
+    )
 
     steady: dict[str, float] = {}
     incl: dict[str, float] = {}
@@ -295,19 +345,29 @@ def bench_round(db: Any, kafka: Any, shape: str, first_id: int, n: int, consumer
                 r = run_tidemark(cfg, work, n)
                 got = delivered(c, prefix, work, kafka, n)
                 if r["records"] != n or got != n:
-                    raise RuntimeError(f"delivered {got} records of {DB}.{TABLE} (stopped line: {r['records']}), "
-                                       f"expected {n}; log {work / 'tidemark.log'}")
+                    raise RuntimeError(
+                        f"delivered {got} records of {DB}.{TABLE} (stopped line: {r['records']}), "
+                        f"expected {n}; log {work / 'tidemark.log'}"
+                    )
                 steady[c] = tidemark_line(common, c, n, r, delivered=got, start=started[c])
                 incl[c], cpu[c] = r["wall_s"], r["cpu_s"]
             else:
                 r = run_raw(db, start, n)
                 steady[c], incl[c], cpu[c] = r["steady_s"], r["wall_s"], r["cpu_s"]
-                emit({**common, "consumer": c, "seconds": round(r["steady_s"], 3),
-                      "events_per_s": round(n / r["steady_s"]),
-                      "seconds_incl_startup": round(r["wall_s"], 3),
-                      "events_per_s_incl_startup": round(n / r["wall_s"]),
-                      "cpu_s": round(r["cpu_s"], 2), "events_per_cpu_s": round(n / r["cpu_s"]),
-                      "records": r["records"], "rows_events": r["rows_events"]})
+                emit(
+                    {
+                        **common,
+                        "consumer": c,
+                        "seconds": round(r["steady_s"], 3),
+                        "events_per_s": round(n / r["steady_s"]),
+                        "seconds_incl_startup": round(r["wall_s"], 3),
+                        "events_per_s_incl_startup": round(n / r["wall_s"]),
+                        "cpu_s": round(r["cpu_s"], 2),
+                        "events_per_cpu_s": round(n / r["cpu_s"]),
+                        "records": r["records"],
+                        "rows_events": r["rows_events"],
+                    }
+                )
         except Exception as e:  # noqa: BLE001 - report and go on with the other consumers
             log(f"{shape}: {c} FAILED: {e}")
             emit({**common, "consumer": c, "error": str(e)[:500]})
@@ -317,10 +377,14 @@ def bench_round(db: Any, kafka: Any, shape: str, first_id: int, n: int, consumer
         for c in TIDEMARK_CONSUMERS:
             if c not in steady:
                 continue
-            line = {"bench": BENCH_NAME, "shape": shape, "ratio": f"{c}/{RAW}",
-                    "value": round(steady[RAW] / steady[c], 3),
-                    "value_incl_startup": round(incl[RAW] / incl[c], 3),
-                    "value_cpu": round(cpu[RAW] / cpu[c], 3) if cpu[c] else None}
+            line = {
+                "bench": BENCH_NAME,
+                "shape": shape,
+                "ratio": f"{c}/{RAW}",
+                "value": round(steady[RAW] / steady[c], 3),
+                "value_incl_startup": round(incl[RAW] / incl[c], 3),
+                "value_cpu": round(cpu[RAW] / cpu[c], 3) if cpu[c] else None,
+            }
             if shape == TARGET_SHAPE:
                 line.update(target=TARGET, meets_target=line["value"] >= TARGET)
             emit(line)

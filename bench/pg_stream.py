@@ -107,7 +107,9 @@ def generate(pg: Any, shape: str, first: int, n: int) -> float:
 
 # --------------------------------------------------------------------------- Tidemark
 def tidemark_config(path: Path, pg: Any, kafka: Any, consumer: str, slot: str, work: Path) -> Path:
-    return write_properties(path, {**pg_tidemark_props(pg, slot, PUBLICATION), **sink_props(consumer, work, kafka)})
+    return write_properties(
+        path, {**pg_tidemark_props(pg, slot, PUBLICATION), **sink_props(consumer, work, kafka)}
+    )
 
 
 # --------------------------------------------------------------------------- Debezium
@@ -149,19 +151,34 @@ def run_debezium(pg: Any, slot: str, work: Path, n: int) -> dict[str, Any]:
     props_path.write_text(json.dumps(props, indent=1))
     stats_path = work / "dbz.stats.json"
     timeout = max(300.0, n / 500)
-    cmd = [sys.executable, os.path.abspath(__file__), "--debezium-child", str(props_path), str(stats_path),
-           str(n), str(timeout)]
+    cmd = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--debezium-child",
+        str(props_path),
+        str(stats_path),
+        str(n),
+        str(timeout),
+    ]
     log_path = work / "debezium.log"
     start = time.time()
     rc, wall, peak, _cpu = run_monitored(cmd, log_path, timeout + 120)
     if not stats_path.exists():
-        raise RuntimeError(f"debezium child exited {rc} without stats; log {log_path}:\n"
-                           f"{log_path.read_text(errors='replace')[-3000:]}")
+        raise RuntimeError(
+            f"debezium child exited {rc} without stats; log {log_path}:\n"
+            f"{log_path.read_text(errors='replace')[-3000:]}"
+        )
     st = json.loads(stats_path.read_text())
     if st["nth"] is None:
         raise RuntimeError(f"debezium delivered {st['n']} of {n} records; log {log_path}")
-    return {"steady_s": st["nth"] - st["first"], "to_nth_s": st["nth"] - start, "wall_s": wall,
-            "records": st["n"], "json_bytes": st["bytes"], "peak_rss_mb": peak}
+    return {
+        "steady_s": st["nth"] - st["first"],
+        "to_nth_s": st["nth"] - start,
+        "wall_s": wall,
+        "records": st["n"],
+        "json_bytes": st["bytes"],
+        "peak_rss_mb": peak,
+    }
 
 
 # --------------------------------------------------------------------------- psycopg2 baseline
@@ -172,8 +189,9 @@ def run_raw(pg: Any, slot: str, n: int) -> dict[str, Any]:
     t0 = time.monotonic()
     conn = psycopg2.connect(pg.dsn(), connection_factory=psycopg2.extras.LogicalReplicationConnection)
     cur = conn.cursor()
-    cur.start_replication(slot_name=slot, decode=False,
-                          options={"proto_version": "1", "publication_names": PUBLICATION})
+    cur.start_replication(
+        slot_name=slot, decode=False, options={"proto_version": "1", "publication_names": PUBLICATION}
+    )
     inserts = 0
     begins = 0
     first = None
@@ -203,18 +221,32 @@ def run_raw(pg: Any, slot: str, n: int) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- main
-def bench_round(pg: Any, kafka: Any, shape: str, first_id: int, n: int, consumers: list[str], base: Path,
-                profile: bool) -> None:
+def bench_round(
+    pg: Any, kafka: Any, shape: str, first_id: int, n: int, consumers: list[str], base: Path, profile: bool
+) -> None:
     slots = {c: f"{shape}_{c}"[:63] for c in consumers}
     prof_slots = {c: f"{shape}_prof_{c}"[:63] for c in PROFILED if profile and c in consumers}
     create_slots(pg, [*slots.values(), *prof_slots.values()])
     log(f"{shape}: slots created ({', '.join([*slots.values(), *prof_slots.values()])}); generating {n} rows")
     gen_s = generate(pg, shape, first_id, n)
-    wal = pg.scalar("SELECT pg_size_pretty(pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)) "
-                    "FROM pg_replication_slots WHERE slot_name = %s", (next(iter(slots.values())),))
-    log(f"{shape}: workload generated in {gen_s:.1f}s ({n / gen_s:.0f} rows/s), {wal} of WAL behind each slot")
-    emit({"bench": "pg_stream", "shape": shape, "consumer": "workload_generation", "events": n,
-          "seconds": round(gen_s, 3), "events_per_s": round(n / gen_s)})
+    wal = pg.scalar(
+        "SELECT pg_size_pretty(pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)) "
+        "FROM pg_replication_slots WHERE slot_name = %s",
+        (next(iter(slots.values())),),
+    )
+    log(
+        f"{shape}: workload generated in {gen_s:.1f}s ({n / gen_s:.0f} rows/s), {wal} of WAL behind each slot"
+    )
+    emit(
+        {
+            "bench": "pg_stream",
+            "shape": shape,
+            "consumer": "workload_generation",
+            "events": n,
+            "seconds": round(gen_s, 3),
+            "events_per_s": round(n / gen_s),
+        }
+    )
     steady: dict[str, float] = {}
     common = {"bench": "pg_stream", "shape": shape, "events": n}
     for c in consumers:
@@ -229,20 +261,34 @@ def bench_round(pg: Any, kafka: Any, shape: str, first_id: int, n: int, consumer
             elif c == "debezium":
                 r = run_debezium(pg, slots[c], work, n)
                 steady[c] = r["steady_s"]
-                emit({**common, "consumer": c, "seconds": round(r["steady_s"], 3),
-                      "events_per_s": round(n / r["steady_s"]),
-                      "seconds_incl_startup": round(r["to_nth_s"], 3),
-                      "events_per_s_incl_startup": round(n / r["to_nth_s"]),
-                      "process_wall_s": round(r["wall_s"], 3), "records": r["records"],
-                      "peak_rss_mb": round(r["peak_rss_mb"], 1)})
+                emit(
+                    {
+                        **common,
+                        "consumer": c,
+                        "seconds": round(r["steady_s"], 3),
+                        "events_per_s": round(n / r["steady_s"]),
+                        "seconds_incl_startup": round(r["to_nth_s"], 3),
+                        "events_per_s_incl_startup": round(n / r["to_nth_s"]),
+                        "process_wall_s": round(r["wall_s"], 3),
+                        "records": r["records"],
+                        "peak_rss_mb": round(r["peak_rss_mb"], 1),
+                    }
+                )
             else:
                 r = run_raw(pg, slots[c], n)
                 steady[c] = r["steady_s"]
-                emit({**common, "consumer": c, "seconds": round(r["steady_s"], 3),
-                      "events_per_s": round(n / r["steady_s"]),
-                      "seconds_incl_startup": round(r["wall_s"], 3),
-                      "events_per_s_incl_startup": round(n / r["wall_s"]), "records": r["records"],
-                      "transactions": r["transactions"]})
+                emit(
+                    {
+                        **common,
+                        "consumer": c,
+                        "seconds": round(r["steady_s"], 3),
+                        "events_per_s": round(n / r["steady_s"]),
+                        "seconds_incl_startup": round(r["wall_s"], 3),
+                        "events_per_s_incl_startup": round(n / r["wall_s"]),
+                        "records": r["records"],
+                        "transactions": r["transactions"],
+                    }
+                )
         except Exception as e:  # noqa: BLE001 - report and go on with the other consumers
             log(f"{shape}: {c} FAILED: {e}")
             emit({**common, "consumer": c, "error": str(e)[:500]})
@@ -252,14 +298,24 @@ def bench_round(pg: Any, kafka: Any, shape: str, first_id: int, n: int, consumer
             continue
         for base_c in ("debezium", "psycopg2_raw"):
             if base_c in steady:
-                line = {"bench": "pg_stream", "shape": shape, "ratio": f"{c}/{base_c}",
-                        "value": round(steady[base_c] / steady[c], 3)}
+                line = {
+                    "bench": "pg_stream",
+                    "shape": shape,
+                    "ratio": f"{c}/{base_c}",
+                    "value": round(steady[base_c] / steady[c], 3),
+                }
                 if base_c == "debezium" and c in TARGETS:
                     line.update(target=TARGETS[c], meets_target=line["value"] >= TARGETS[c])
                 emit(line)
     if "debezium" in steady and "psycopg2_raw" in steady:
-        emit({"bench": "pg_stream", "shape": shape, "ratio": "debezium/psycopg2_raw",
-              "value": round(steady["psycopg2_raw"] / steady["debezium"], 3)})
+        emit(
+            {
+                "bench": "pg_stream",
+                "shape": shape,
+                "ratio": "debezium/psycopg2_raw",
+                "value": round(steady["psycopg2_raw"] / steady["debezium"], 3),
+            }
+        )
     for c, slot in prof_slots.items():
         work = base / shape / f"profile_{c}"
         work.mkdir(parents=True, exist_ok=True)
@@ -271,7 +327,9 @@ def bench_round(pg: Any, kafka: Any, shape: str, first_id: int, n: int, consumer
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_common_args(ap, SHAPES, ALL_CONSUMERS, PROFILED)
-    ap.add_argument("--debezium-child", nargs=4, metavar=("PROPS", "STATS", "N", "TIMEOUT"), help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--debezium-child", nargs=4, metavar=("PROPS", "STATS", "N", "TIMEOUT"), help=argparse.SUPPRESS
+    )
     a = ap.parse_args(argv)
     if a.debezium_child:
         props, stats, n, timeout = a.debezium_child

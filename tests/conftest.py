@@ -66,7 +66,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         # fixturenames is the full closure, so fixtures built on `pg` count too.
-        for marker in sorted({m for f, m in FIXTURE_MARKERS.items() if f in getattr(item, "fixturenames", ())}):
+        for marker in sorted(
+            {m for f, m in FIXTURE_MARKERS.items() if f in getattr(item, "fixturenames", ())}
+        ):
             if item.get_closest_marker(marker) is None:
                 item.add_marker(marker)
 

@@ -14,21 +14,33 @@ ROOT = Path(__file__).resolve().parents[1]
 TIDEMARK = [sys.executable, "-m", "connectors.app.cli"]
 
 
-def write_config(path: Path, pg: Any, *, slot: str, prefix: str = "tm", sinks: str = "jsonl",
-                 jsonl: Path | None = None, warehouse: Path | None = None, kafka: Any = None,
-                 dbname: str | None = None, **extra: Any) -> Path:
+def write_config(
+    path: Path,
+    pg: Any,
+    *,
+    slot: str,
+    prefix: str = "tm",
+    sinks: str = "jsonl",
+    jsonl: Path | None = None,
+    warehouse: Path | None = None,
+    kafka: Any = None,
+    dbname: str | None = None,
+    **extra: Any,
+) -> Path:
     props = {f"debezium.source.{k}": v for k, v in pg.props().items()}
     if dbname:
         props["debezium.source.database.dbname"] = dbname
-    props.update({
-        "debezium.source.connector.class": "postgres",
-        "debezium.source.topic.prefix": prefix,
-        "debezium.source.slot.name": slot,
-        "debezium.source.publication.name": slot,
-        "debezium.source.poll.interval.ms": "100",
-        "debezium.sink.type": sinks,
-        "tidemark.warehouse": str(warehouse or path.parent / "warehouse"),
-    })
+    props.update(
+        {
+            "debezium.source.connector.class": "postgres",
+            "debezium.source.topic.prefix": prefix,
+            "debezium.source.slot.name": slot,
+            "debezium.source.publication.name": slot,
+            "debezium.source.poll.interval.ms": "100",
+            "debezium.sink.type": sinks,
+            "tidemark.warehouse": str(warehouse or path.parent / "warehouse"),
+        }
+    )
     if jsonl is not None:
         props["debezium.sink.jsonl.path"] = str(jsonl)
     if kafka is not None:
@@ -43,7 +55,9 @@ def write_config(path: Path, pg: Any, *, slot: str, prefix: str = "tm", sinks: s
 
 def run_cli(*args: str, timeout: float = 180, check: bool = True) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.run([*TIDEMARK, *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+    proc = subprocess.run(
+        [*TIDEMARK, *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT
+    )
     if check and proc.returncode != 0:
         raise AssertionError(f"tidemark {' '.join(args)} exited {proc.returncode}\n{proc.stderr[-4000:]}")
     return proc
@@ -51,8 +65,9 @@ def run_cli(*args: str, timeout: float = 180, check: bool = True) -> subprocess.
 
 def popen_cli(*args: str, log: Path) -> subprocess.Popen[bytes]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.Popen([*TIDEMARK, *args], stdout=subprocess.DEVNULL, stderr=log.open("ab"), env=env,
-                            cwd=ROOT)
+    return subprocess.Popen(
+        [*TIDEMARK, *args], stdout=subprocess.DEVNULL, stderr=log.open("ab"), env=env, cwd=ROOT
+    )
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -68,10 +83,20 @@ def payload(rec: dict[str, Any], part: str = "value") -> Any:
 
 # A heartbeat record's schemas as Debezium 3.6 writes them (captured from its MySQL connector;
 # the record has no headers): serverName key, ts_ms value, both version 1.
-HEARTBEAT_KEY_SCHEMA = {"type": "struct", "fields": [{"type": "string", "optional": False, "field": "serverName"}],
-                        "optional": False, "name": "io.debezium.connector.common.ServerNameKey", "version": 1}
-HEARTBEAT_VALUE_SCHEMA = {"type": "struct", "fields": [{"type": "int64", "optional": False, "field": "ts_ms"}],
-                          "optional": False, "name": "io.debezium.connector.common.Heartbeat", "version": 1}
+HEARTBEAT_KEY_SCHEMA = {
+    "type": "struct",
+    "fields": [{"type": "string", "optional": False, "field": "serverName"}],
+    "optional": False,
+    "name": "io.debezium.connector.common.ServerNameKey",
+    "version": 1,
+}
+HEARTBEAT_VALUE_SCHEMA = {
+    "type": "struct",
+    "fields": [{"type": "int64", "optional": False, "field": "ts_ms"}],
+    "optional": False,
+    "name": "io.debezium.connector.common.Heartbeat",
+    "version": 1,
+}
 
 
 def assert_debezium_heartbeat(rec: dict[str, Any], server_name: str) -> None:
@@ -107,8 +132,9 @@ def rss_kb(pid: int) -> int:
     return _status_kb(pid, "VmRSS:")
 
 
-def kill_inside_then_resume(cfg: Path, changelog: Path, log: Path, total: int, *, first: int = 10_000,
-                            max_rss_kb: int = 600_000) -> None:
+def kill_inside_then_resume(
+    cfg: Path, changelog: Path, log: Path, total: int, *, first: int = 10_000, max_rss_kb: int = 600_000
+) -> None:
     """Run the connector on a pending `total`-row transaction, SIGKILL it once `first` rows are in
     the Delta change log, check it was killed inside the transaction with bounded memory, then
     run it again until caught up. The caller checks the change log's rows."""
@@ -118,7 +144,9 @@ def kill_inside_then_resume(cfg: Path, changelog: Path, log: Path, total: int, *
 
     proc = popen_cli("run", "--config", str(cfg), log=log)
     try:
-        wait_until(lambda: changelog_count(changelog) >= first, timeout=180, what="part of the transaction delivered")
+        wait_until(
+            lambda: changelog_count(changelog) >= first, timeout=180, what="part of the transaction delivered"
+        )
         peak_kb = peak_rss_kb(proc.pid)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)

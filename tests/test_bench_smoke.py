@@ -14,13 +14,29 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("script", "consumers"), [
-    ("pg_stream.py", "tidemark_delta,psycopg2_raw"),
-    ("mysql_stream.py", "tidemark_jsonl,mysql_replication_raw"),
-])
+@pytest.mark.parametrize(
+    ("script", "consumers"),
+    [
+        ("pg_stream.py", "tidemark_delta,psycopg2_raw"),
+        ("mysql_stream.py", "tidemark_jsonl,mysql_replication_raw"),
+    ],
+)
 def test_benchmark_quick_run(script: str, consumers: str) -> None:
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / script), "--quick", "--shapes", "single_row_tx",
-                           "--consumers", consumers], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / script),
+            "--quick",
+            "--shapes",
+            "single_row_tx",
+            "--consumers",
+            consumers,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
     figures = [d for d in lines if "consumer" in d and d["consumer"] != "workload_generation"]
@@ -36,9 +52,26 @@ def test_latency_benchmark_small_run() -> None:
     """bench/latency.py at a tiny rate with every kind of consumer: each line is a measurement of
     every row it generated (no row lost on the way to the sink, percentiles present)."""
     consumers = "tidemark_jsonl,tidemark_kafka,tidemark_delta,debezium"
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "latency.py"), "--rate", "50", "--seconds", "2",
-                           "--warmup", "1", "--drain", "20", "--consumers", consumers],
-                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "latency.py"),
+            "--rate",
+            "50",
+            "--seconds",
+            "2",
+            "--warmup",
+            "1",
+            "--drain",
+            "20",
+            "--consumers",
+            consumers,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
     assert [d["consumer"] for d in lines] == consumers.split(","), proc.stderr[-3000:]

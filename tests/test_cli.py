@@ -29,8 +29,14 @@ debezium.source.snapshot.mode=no_data
 
 
 def cli(*args: str, timeout: float = 120, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*TIDEMARK, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), **env})
+    return subprocess.run(
+        [*TIDEMARK, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+    )
 
 
 def assert_one_error(proc: subprocess.CompletedProcess[str], code: int, *needles: str) -> None:
@@ -81,18 +87,25 @@ def test_config_error_found_after_load_exits_2(tmp_path: Path) -> None:
     # librdkafka refuses the producer setting when the sink is built, after config.load: still
     # invalid configuration, so exit 2 as for any other.
     cfg = tmp_path / "c.properties"
-    cfg.write_text(PG_KEYS + "debezium.sink.type=kafka\n"
-                   "debezium.sink.kafka.producer.bootstrap.servers=127.0.0.1:1\n"
-                   "debezium.sink.kafka.producer.no.such.setting=1\n"
-                   f"tidemark.warehouse={tmp_path / 'wh'}\n")
-    assert_one_error(cli("run", "--config", str(cfg), "--max-seconds", "5"), 2,
-                     'invalid Kafka producer setting: No such configuration property: "no.such.setting"')
+    cfg.write_text(
+        PG_KEYS + "debezium.sink.type=kafka\n"
+        "debezium.sink.kafka.producer.bootstrap.servers=127.0.0.1:1\n"
+        "debezium.sink.kafka.producer.no.such.setting=1\n"
+        f"tidemark.warehouse={tmp_path / 'wh'}\n"
+    )
+    assert_one_error(
+        cli("run", "--config", str(cfg), "--max-seconds", "5"),
+        2,
+        'invalid Kafka producer setting: No such configuration property: "no.such.setting"',
+    )
 
 
 def test_invalid_config_lists_problems_exit_2(tmp_path: Path) -> None:
     cfg = tmp_path / "c.properties"
-    cfg.write_text(PG_KEYS + "debezium.sink.type=jsonl\ndebezium.sink.jsonl.path=-\n"
-                   "debezium.source.skipped.operations=update\n")
+    cfg.write_text(
+        PG_KEYS + "debezium.sink.type=jsonl\ndebezium.sink.jsonl.path=-\n"
+        "debezium.source.skipped.operations=update\n"
+    )
     proc = cli("run", "--config", str(cfg))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "skipped.operations=update: update is not one of c, u, d, t, r, none" in proc.stderr
@@ -121,13 +134,25 @@ def test_cli_leaves_without_interpreter_finalization(tmp_path: Path) -> None:
     cfg = tmp_path / "c.properties"
     cfg.write_text(PG_KEYS + f"debezium.sink.type=delta\ntidemark.warehouse={tmp_path / 'wh'}\n")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    ok = subprocess.run([TIDEMARK[0], "-c", FINALIZE_PROBE, "offsets", "show", "--config", str(cfg)],
-                        capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    ok = subprocess.run(
+        [TIDEMARK[0], "-c", FINALIZE_PROBE, "offsets", "show", "--config", str(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env=env,
+    )
     assert ok.returncode == 0, ok.stderr
     assert '"connector": "tm"' in ok.stdout  # stdout flushed before leaving
     assert "interpreter finalization ran" not in ok.stderr
-    bad = subprocess.run([TIDEMARK[0], "-c", FINALIZE_PROBE, "run", "--config", str(tmp_path / "nope")],
-                         capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    bad = subprocess.run(
+        [TIDEMARK[0], "-c", FINALIZE_PROBE, "run", "--config", str(tmp_path / "nope")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env=env,
+    )
     assert bad.returncode == 2 and "interpreter finalization ran" not in bad.stderr
 
 
@@ -150,28 +175,50 @@ def _scrape(port: int) -> dict[str, float]:
     return {m.group(1): float(m.group(2)) for m in re.finditer(r"(?m)^(tidemark_\S+) (\S+)$", text)}
 
 
-def test_metrics_endpoint_while_running(pg: Any, pg_database: str, db: Any, tmp_path: Path,
-                                        unique_name: Any) -> None:
+def test_metrics_endpoint_while_running(
+    pg: Any, pg_database: str, db: Any, tmp_path: Path, unique_name: Any
+) -> None:
     slot = unique_name("slot")
     cur = db.cursor()
     cur.execute("CREATE TABLE skipped (id int PRIMARY KEY)")
     # All tables published, one captured: the other table's rows are counted as filtered.
-    cfg = write_config(tmp_path / "c.properties", pg, slot=slot, dbname=pg_database, jsonl=tmp_path / "o.jsonl",
-                       **{"table.include.list": "public.items", "publication.autocreate.mode": "all_tables"})
+    cfg = write_config(
+        tmp_path / "c.properties",
+        pg,
+        slot=slot,
+        dbname=pg_database,
+        jsonl=tmp_path / "o.jsonl",
+        **{"table.include.list": "public.items", "publication.autocreate.mode": "all_tables"},
+    )
     run_cli("run", "--config", str(cfg), "--until-caught-up")  # slot and publication
     cur.execute("INSERT INTO skipped VALUES (1), (2)")
     cur.execute("INSERT INTO items VALUES (1, 'a'), (2, 'b'), (3, 'c')")
     cur.execute("UPDATE items SET v = 'x' WHERE id < 3")
     cur.execute("DELETE FROM items WHERE id = 3")
     port = free_port()
-    proc = popen_cli("run", "--config", str(cfg), "--max-seconds", "25", "--metrics-port", str(port),
-                     log=tmp_path / "run.log")
+    proc = popen_cli(
+        "run",
+        "--config",
+        str(cfg),
+        "--max-seconds",
+        "25",
+        "--metrics-port",
+        str(port),
+        log=tmp_path / "run.log",
+    )
     try:
-        want = {'tidemark_events_by_op_total{op="c"}': 3, 'tidemark_events_by_op_total{op="u"}': 2,
-                'tidemark_events_by_op_total{op="d"}': 1, "tidemark_total_number_of_events_seen_total": 6}
-        got = wait_until(lambda: (m := _scrape(port)) and all(m.get(k) == v for k, v in want.items()) and m,
-                         timeout=20, what="the metrics to count 3 creates, 2 updates and 1 delete",
-                         on_timeout=lambda: str(_scrape(port)))
+        want = {
+            'tidemark_events_by_op_total{op="c"}': 3,
+            'tidemark_events_by_op_total{op="u"}': 2,
+            'tidemark_events_by_op_total{op="d"}': 1,
+            "tidemark_total_number_of_events_seen_total": 6,
+        }
+        got = wait_until(
+            lambda: (m := _scrape(port)) and all(m.get(k) == v for k, v in want.items()) and m,
+            timeout=20,
+            what="the metrics to count 3 creates, 2 updates and 1 delete",
+            on_timeout=lambda: str(_scrape(port)),
+        )
         assert got['tidemark_events_by_op_total{op="t"}'] == 0
         assert got["tidemark_number_of_events_filtered_total"] == 2
         assert got["tidemark_connected"] == 1 and got["tidemark_batches_total"] >= 1
@@ -183,11 +230,14 @@ def test_metrics_endpoint_while_running(pg: Any, pg_database: str, db: Any, tmp_
     assert _ops(read_jsonl(tmp_path / "o.jsonl")) == ["c", "c", "c", "u", "u", "d"]
 
 
-def test_sigint_stops_cleanly_and_resumes(pg: Any, pg_database: str, db: Any, tmp_path: Path,
-                                          unique_name: Any) -> None:
+def test_sigint_stops_cleanly_and_resumes(
+    pg: Any, pg_database: str, db: Any, tmp_path: Path, unique_name: Any
+) -> None:
     slot = unique_name("slot")
     out, log = tmp_path / "o.jsonl", tmp_path / "run.log"
-    cfg = write_config(tmp_path / "c.properties", pg, slot=slot, dbname=pg_database, jsonl=out, sinks="jsonl,delta")
+    cfg = write_config(
+        tmp_path / "c.properties", pg, slot=slot, dbname=pg_database, jsonl=out, sinks="jsonl,delta"
+    )
     run_cli("run", "--config", str(cfg), "--until-caught-up")
     proc = popen_cli("run", "--config", str(cfg), log=log)
     try:
@@ -208,11 +258,18 @@ def test_sigint_stops_cleanly_and_resumes(pg: Any, pg_database: str, db: Any, tm
     assert [payload(r)["after"]["id"] for r in read_jsonl(out)] == list(range(25))  # nothing lost or repeated
 
 
-def test_jsonl_to_stdout_is_pure_json_lines(pg: Any, pg_database: str, db: Any, tmp_path: Path,
-                                            unique_name: Any) -> None:
+def test_jsonl_to_stdout_is_pure_json_lines(
+    pg: Any, pg_database: str, db: Any, tmp_path: Path, unique_name: Any
+) -> None:
     slot = unique_name("slot")
-    cfg = write_config(tmp_path / "c.properties", pg, slot=slot, dbname=pg_database, prefix=slot,
-                       **{"debezium.sink.jsonl.path": "-"})
+    cfg = write_config(
+        tmp_path / "c.properties",
+        pg,
+        slot=slot,
+        dbname=pg_database,
+        prefix=slot,
+        **{"debezium.sink.jsonl.path": "-"},
+    )
     first = run_cli("run", "--config", str(cfg), "--until-caught-up", "--log-level", "DEBUG")
     assert first.stdout == ""
     cur = db.cursor()
@@ -225,7 +282,12 @@ def test_jsonl_to_stdout_is_pure_json_lines(pg: Any, pg_database: str, db: Any, 
     assert all(set(r) == {"topic", "key", "value"} for r in records)
     assert {r["topic"] for r in records} == {f"{slot}.public.items"}
     assert [(payload(r) or {}).get("op") if r["value"] is not None else None for r in records] == [
-        "c", "c", "u", "d", None]
+        "c",
+        "c",
+        "u",
+        "d",
+        None,
+    ]
     assert "INFO    tidemark: stopped: 5 records" in proc.stderr  # the logs: on stderr only
 
 

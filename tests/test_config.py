@@ -476,7 +476,10 @@ def test_unknown_hash_algorithm() -> None:
     # MD2 is a Java MessageDigest name, but the runtime (hashlib) has none: refused at load, with
     # the valid names, not when the first row is masked.
     msg = errors_of(plain(**{"column.mask.hash.v2.MD2.with.salt.x": "a.b.c"}))
-    assert "column.mask.hash.v2.MD2.with.salt.x: unknown hash algorithm 'MD2' (Python's hashlib has no MD2)" in msg
+    assert (
+        "column.mask.hash.v2.MD2.with.salt.x: unknown hash algorithm 'MD2' (Python's hashlib has no MD2)"
+        in msg
+    )
     assert "use one of " + ", ".join(HASH_ALGORITHMS) in msg and "MD2" not in HASH_ALGORITHMS
     assert from_mapping(plain(**{"column.mask.hash.sha-512/256.with.salt.x": "a.b.c"})).column_rules()
 
@@ -499,8 +502,11 @@ def test_message_key_columns_checked_at_load(value: str, tmp_path: Path) -> None
         load(path)
     msg = str(ei.value)
     assert "debezium.source.message.key.columns: " in msg
-    assert ("cannot read" in msg and "use <schema>.<table>:<column>[,<column>...] entries separated by ';'" in msg
-            or "invalid regular expression" in msg)
+    assert (
+        "cannot read" in msg
+        and "use <schema>.<table>:<column>[,<column>...] entries separated by ';'" in msg
+        or "invalid regular expression" in msg
+    )
 
 
 def test_message_key_columns_valid() -> None:
@@ -567,11 +573,18 @@ def test_errors_max_retries_is_not_ignored() -> None:
 # --------------------------------------------------------------------------- what Tidemark does with each key
 # Catalog keys the connectors read through composed names (f"{family}.include.list", ...).
 READ_INDIRECTLY = {
-    f"{family}.{kind}.list" for family in ("schema", "table", "column", "database") for kind in ("include", "exclude")
+    f"{family}.{kind}.list"
+    for family in ("schema", "table", "column", "database")
+    for kind in ("include", "exclude")
 } | {f"database.{k}" for k in ("sslcert", "sslkey", "sslpassword", "sslrootcert")}
 # MySQL TLS settings: being implemented in connectors/mysql (accepted meanwhile).
-IN_PROGRESS = {"database.ssl.mode", "database.ssl.keystore", "database.ssl.keystore.password",
-               "database.ssl.truststore", "database.ssl.truststore.password"}
+IN_PROGRESS = {
+    "database.ssl.mode",
+    "database.ssl.keystore",
+    "database.ssl.keystore.password",
+    "database.ssl.truststore",
+    "database.ssl.truststore.password",
+}
 
 
 def _read_by_code() -> set[str]:
@@ -603,19 +616,28 @@ def _other_value(prop: Prop) -> str:
     if prop.type == "int":
         return str((prop.default or 0) + 7)
     if prop.type == "enum":
-        return next(c for c in prop.choices if c != prop.default and c not in DEFAULT_ONLY[prop.name].accepted)
+        return next(
+            c for c in prop.choices if c != prop.default and c not in DEFAULT_ONLY[prop.name].accepted
+        )
     return "x.y.Z"
 
 
-DEFAULT_ONLY_CASES = [(name, conn) for name in sorted(DEFAULT_ONLY) for conn in ("postgres", "mysql")
-                      if name in CATALOG[conn]]
+DEFAULT_ONLY_CASES = [
+    (name, conn) for name in sorted(DEFAULT_ONLY) for conn in ("postgres", "mysql") if name in CATALOG[conn]
+]
 
 
 def _base(connector: str) -> dict[str, str]:
     if connector == "postgres":
         return dict(PG_PLAIN)
-    return {"connector.class": "mysql", "database.hostname": "h", "database.user": "u", "topic.prefix": "m",
-            "snapshot.mode": "no_data", "debezium.sink.type": "delta"}
+    return {
+        "connector.class": "mysql",
+        "database.hostname": "h",
+        "database.user": "u",
+        "topic.prefix": "m",
+        "snapshot.mode": "no_data",
+        "debezium.sink.type": "delta",
+    }
 
 
 @pytest.mark.parametrize(("name", "connector"), DEFAULT_ONLY_CASES)
@@ -632,20 +654,32 @@ def test_default_only_keys(name: str, connector: str) -> None:
 
 def test_default_only_messages() -> None:
     msg = errors_of(plain(include__schema__comments="true", guardrail__collections__max="3"))
-    assert ("include.schema.comments=true: not supported yet: column comments in the schemas; remove it or "
-            "set false") in msg
-    assert ("guardrail.collections.max=3: not supported yet: a limit on the number of captured tables; remove "
-            "it or set 0") in msg
+    assert (
+        "include.schema.comments=true: not supported yet: column comments in the schemas; remove it or "
+        "set false"
+    ) in msg
+    assert (
+        "guardrail.collections.max=3: not supported yet: a limit on the number of captured tables; remove "
+        "it or set 0"
+    ) in msg
     assert from_mapping(plain(lsn__flush__mode="connector")).warnings == []
 
 
 def test_no_effect_keys_one_warning(caplog: pytest.LogCaptureFixture) -> None:
-    flat = plain(max__queue__size="10000", max__queue__size__in__bytes="0", database__query__timeout__ms="5",
-                 statistics__metrics__enabled="false", retriable__restart__connector__wait__ms="1",
-                 lsn__flush__timeout__action="warn", streaming__delay__ms="1000")
+    flat = plain(
+        max__queue__size="10000",
+        max__queue__size__in__bytes="0",
+        database__query__timeout__ms="5",
+        statistics__metrics__enabled="false",
+        retriable__restart__connector__wait__ms="1",
+        lsn__flush__timeout__action="warn",
+        streaming__delay__ms="1000",
+    )
     with caplog.at_level(logging.WARNING, logger="connectors.settings.config"):
         cfg = from_mapping(flat)
-    assert len(cfg.warnings) == 1 and cfg.warnings[0].startswith("ignoring properties Tidemark has no use for: ")
+    assert len(cfg.warnings) == 1 and cfg.warnings[0].startswith(
+        "ignoring properties Tidemark has no use for: "
+    )
     w = cfg.warnings[0]
     assert "max.queue.size, max.queue.size.in.bytes (Tidemark has no change-event queue" in w
     assert "database.query.timeout.ms (JDBC driver settings do not apply" in w
@@ -674,13 +708,19 @@ def test_snapshot_signal_notification_keys_not_yet(tmp_path: Path) -> None:
     cfg = load(write(tmp_path, "pg.properties", PG_SERVER + extra))
     assert len(cfg.warnings) == 2
     ignoring, later = cfg.warnings
-    assert ignoring.startswith("ignoring properties") and "tasks.max" in ignoring and "snapshot" not in ignoring
+    assert (
+        ignoring.startswith("ignoring properties") and "tasks.max" in ignoring and "snapshot" not in ignoring
+    )
     assert later.startswith("accepted but not used yet: ")
-    assert ("debezium.source.incremental.snapshot.chunk.size, debezium.source.snapshot.fetch.size, "
-            "debezium.source.snapshot.select.statement.overrides.public.c (they take effect once snapshots are "
-            "available in Tidemark)") in later
-    assert ("debezium.source.signal.consumer.security.protocol, debezium.source.signal.data.collection (they "
-            "take effect once signals are available in Tidemark)") in later
+    assert (
+        "debezium.source.incremental.snapshot.chunk.size, debezium.source.snapshot.fetch.size, "
+        "debezium.source.snapshot.select.statement.overrides.public.c (they take effect once snapshots are "
+        "available in Tidemark)"
+    ) in later
+    assert (
+        "debezium.source.signal.consumer.security.protocol, debezium.source.signal.data.collection (they "
+        "take effect once signals are available in Tidemark)"
+    ) in later
     assert "debezium.source.notification.enabled.channels (they take effect once notifications" in later
     assert cfg.source["snapshot.fetch.size"] == 100
     assert "snapshot.fetch.size=many is not an integer" in errors_of(plain(snapshot__fetch__size="many"))
@@ -689,9 +729,13 @@ def test_snapshot_signal_notification_keys_not_yet(tmp_path: Path) -> None:
 
 
 def test_transforms_refused() -> None:
-    msg = errors_of(plain(transforms="unwrap", transforms__unwrap__type="io.debezium.transforms.ExtractNewRecordState"))
-    assert ("transforms, transforms.unwrap.type: not supported yet: Kafka Connect single message transforms and "
-            "predicates (Java classes)") in msg
+    msg = errors_of(
+        plain(transforms="unwrap", transforms__unwrap__type="io.debezium.transforms.ExtractNewRecordState")
+    )
+    assert (
+        "transforms, transforms.unwrap.type: not supported yet: Kafka Connect single message transforms and "
+        "predicates (Java classes)"
+    ) in msg
     assert msg.count("not supported yet") == 1
 
 
@@ -800,8 +844,11 @@ def test_delta_sink_keys(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> No
     # the Delta sink reads both: the table location and its storage options
     sink = DeltaChangeLogSink.from_config(cfg)
     assert sink.table_uri == str(table)
-    assert sink._storage == {"AWS_SECRET_ACCESS_KEY": "s3cr3tkey", "azure_storage_sas_token": "sv=2024&sig=abc",
-                             "allow_http": "true"}
+    assert sink._storage == {
+        "AWS_SECRET_ACCESS_KEY": "s3cr3tkey",
+        "azure_storage_sas_token": "sv=2024&sig=abc",
+        "allow_http": "true",
+    }
     # a storage option next to an invalid key: the error names keys, never storage values
     msg = errors_of({**flat, "debezium.sink.delta.tabel.path": "x"})
     assert "did you mean 'debezium.sink.delta.table.path'" in msg and "s3cr3tkey" not in msg

@@ -16,6 +16,7 @@ runId value) and compared per topic, schemas and headers included.
 
 Run:  .venv/bin/pytest -m debezium tests/test_conformance_mysql.py -v
 """
+
 from __future__ import annotations
 
 import copy
@@ -138,19 +139,30 @@ STEPS = [
     [ROW_1, ROW_2_NULLS, ROW_3_EDGES],
     ["SET SESSION sql_mode = ''", ROW_4_ZERO_DATES, ROW_5_TWO_DIGIT_YEARS, "SET SESSION sql_mode = DEFAULT"],
     # a multi-statement transaction across tables; an update; a key change; a delete
-    ["BEGIN", "INSERT INTO orders (customer, qty) VALUES ('anne', 1), ('bob', 2), ('carl', 3)",
-     "UPDATE all_types SET c_varchar = 'changed', c_int = c_int + 1 WHERE id = 1",
-     "UPDATE orders SET qty = qty * 10 WHERE customer <> 'anne'", "COMMIT"],
+    [
+        "BEGIN",
+        "INSERT INTO orders (customer, qty) VALUES ('anne', 1), ('bob', 2), ('carl', 3)",
+        "UPDATE all_types SET c_varchar = 'changed', c_int = c_int + 1 WHERE id = 1",
+        "UPDATE orders SET qty = qty * 10 WHERE customer <> 'anne'",
+        "COMMIT",
+    ],
     ["UPDATE orders SET id = 100 WHERE customer = 'bob'"],
     ["DELETE FROM orders WHERE customer = 'carl'"],
-    ["INSERT INTO nokey VALUES ('k1', 'one'), ('k2', 'two')", "UPDATE nokey SET note = 'uno' WHERE code = 'k1'",
-     "DELETE FROM nokey WHERE code = 'k2'"],
-    ["UPDATE all_types SET c_json = JSON_SET(c_json, '$.n.d', 'x'), c_set = 'b', c_enum = NULL WHERE id = 1",
-     "UPDATE all_types SET c_text = NULL, c_timestamp = '2030-01-01 00:00:00' WHERE id = 3"],
+    [
+        "INSERT INTO nokey VALUES ('k1', 'one'), ('k2', 'two')",
+        "UPDATE nokey SET note = 'uno' WHERE code = 'k1'",
+        "DELETE FROM nokey WHERE code = 'k2'",
+    ],
+    [
+        "UPDATE all_types SET c_json = JSON_SET(c_json, '$.n.d', 'x'), c_set = 'b', c_enum = NULL WHERE id = 1",
+        "UPDATE all_types SET c_text = NULL, c_timestamp = '2030-01-01 00:00:00' WHERE id = 3",
+    ],
     # schema change while streaming: rows after it are decoded with the new table model
-    ["ALTER TABLE orders ADD COLUMN note VARCHAR(30) DEFAULT 'none' AFTER customer, MODIFY qty BIGINT NOT NULL",
-     "INSERT INTO orders (customer, qty) VALUES ('dora', 4)",
-     "INSERT INTO orders (customer, note, qty) VALUES ('ed', 'hi', 5)"],
+    [
+        "ALTER TABLE orders ADD COLUMN note VARCHAR(30) DEFAULT 'none' AFTER customer, MODIFY qty BIGINT NOT NULL",
+        "INSERT INTO orders (customer, qty) VALUES ('dora', 4)",
+        "INSERT INTO orders (customer, note, qty) VALUES ('ed', 'hi', 5)",
+    ],
     ["TRUNCATE TABLE nokey"],
     ["INSERT INTO orders (customer, qty) VALUES ('fay', 6)"],
 ]
@@ -177,29 +189,43 @@ def _execute(server: MariaDbServer, db: str, steps: list[list[str]]) -> None:
         conn.close()
 
 
-def _tidemark_config(path: Path, server: MariaDbServer, source: dict[str, str], out: Path,
-                     warehouse: Path) -> Path:
+def _tidemark_config(
+    path: Path, server: MariaDbServer, source: dict[str, str], out: Path, warehouse: Path
+) -> Path:
     props = {"debezium.source.connector.class": "mysql"}
     props.update({f"debezium.source.{k}": v for k, v in {**server.props(), **source}.items()})
-    props.update({"debezium.sink.type": "jsonl,delta", "debezium.sink.jsonl.path": str(out),
-                  "tidemark.warehouse": str(warehouse)})
+    props.update(
+        {
+            "debezium.sink.type": "jsonl,delta",
+            "debezium.sink.jsonl.path": str(out),
+            "tidemark.warehouse": str(warehouse),
+        }
+    )
     path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
     return path
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
-def test_tidemark_matches_debezium(variant: str, mysql57: MariaDbServer, unique_name: Any,
-                                   tmp_path: Path) -> None:
+def test_tidemark_matches_debezium(
+    variant: str, mysql57: MariaDbServer, unique_name: Any, tmp_path: Path
+) -> None:
     db = mysql57.create_database(unique_name("conf"))
     _execute(mysql57, db, [SCHEMA])
     source = {**COMMON, **VARIANTS[variant], "database.include.list": db}
-    dbz_props = {"connector.class": "io.debezium.connector.mysql.MySqlConnector", "name": f"dbz-{variant}",
-                 **mysql57.props(), **source, "database.server.id": str(unique_name.server_id()),
-                 "schema.history.internal": "io.debezium.storage.file.history.FileSchemaHistory",
-                 "schema.history.internal.file.filename": str(tmp_path / "dbz-history.dat")}
+    dbz_props = {
+        "connector.class": "io.debezium.connector.mysql.MySqlConnector",
+        "name": f"dbz-{variant}",
+        **mysql57.props(),
+        **source,
+        "database.server.id": str(unique_name.server_id()),
+        "schema.history.internal": "io.debezium.storage.file.history.FileSchemaHistory",
+        "schema.history.internal.file.filename": str(tmp_path / "dbz-history.dat"),
+    }
     tm_source = {**source, "name": f"tm-{variant}", "database.server.id": str(unique_name.server_id())}
     tm_out = tmp_path / "tidemark.jsonl"
-    config = _tidemark_config(tmp_path / "tidemark.properties", mysql57, tm_source, tm_out, tmp_path / "warehouse")
+    config = _tidemark_config(
+        tmp_path / "tidemark.properties", mysql57, tm_source, tm_out, tmp_path / "warehouse"
+    )
 
     # 1. both take their start position at the current end of the binlog
     dbz_out = tmp_path / "debezium.jsonl"  # one path for both runs: the offsets file lives beside it
@@ -212,8 +238,9 @@ def test_tidemark_matches_debezium(variant: str, mysql57: MariaDbServer, unique_
     run_tidemark(config, tmp_path / "tidemark.log")
     changelog = tmp_path / "warehouse" / PREFIX / "changelog"
     tidemark = with_headers(read_jsonl(tm_out), changelog, skip=_start_records(changelog, tm_out))
-    debezium = run_debezium(dbz_props, dbz_out, expected=len(tidemark), idle=20.0,
-                            timeout=240.0, allow_fewer=True)
+    debezium = run_debezium(
+        dbz_props, dbz_out, expected=len(tidemark), idle=20.0, timeout=240.0, allow_fewer=True
+    )
     assert debezium, f"Debezium emitted nothing; see {tmp_path / 'debezium.jsonl.log'}"
     assert_conform(_without_gtid(debezium), _without_gtid(tidemark))
 
@@ -238,7 +265,9 @@ def _debezium_start(props: dict[str, str], out: Path, server: MariaDbServer, db:
 
     def run() -> None:
         try:
-            run_debezium(props, out, idle=60.0, timeout=180.0, first_record_timeout=120.0, until_topic=".marker")
+            run_debezium(
+                props, out, idle=60.0, timeout=180.0, first_record_timeout=120.0, until_topic=".marker"
+            )
         except BaseException as e:  # re-raised below
             failure.append(e)
 

@@ -9,6 +9,7 @@ included (Tidemark's headers are read back from its Delta change log).
 
 Run:  .venv/bin/pytest -m debezium tests/test_conformance_postgres.py -v
 """
+
 from __future__ import annotations
 
 import json
@@ -51,28 +52,36 @@ VARIANTS = {
         "column.propagate.source.type": ".*",
     },
     # time.precision.mode values Debezium 3.x added (ISO strings, fixed micro/nanosecond precision)
-    "time-isostring": {"time.precision.mode": "isostring",
-                       # matched against <schema>.<table>.<pg_type name>, case-insensitive
-                       "datatype.propagate.source.type":
-                           r"public\.all_types\.VARCHAR,public\.all_types\.bpchar,.+\._int4,.+\.amount"},
+    "time-isostring": {
+        "time.precision.mode": "isostring",
+        # matched against <schema>.<table>.<pg_type name>, case-insensitive
+        "datatype.propagate.source.type": r"public\.all_types\.VARCHAR,public\.all_types\.bpchar,.+\._int4,.+\.amount",
+    },
     # overlapping column mappers: only the first matching one applies (truncate, mask,
     # propagation, hash — Debezium's ColumnMappers order)
-    "time-microseconds": {"time.precision.mode": "microseconds",
-                          "column.truncate.to.3.chars": r"public\.all_types\.c_text",
-                          "column.mask.with.6.chars": r"public\.all_types\.c_text,public\.all_types\.c_varchar",
-                          "column.propagate.source.type": r"public\.all_types\.c_varchar,public\.all_types\.c_char",
-                          "column.mask.hash.SHA-256.with.salt.pepper": r"public\.all_types\.c_char"},
+    "time-microseconds": {
+        "time.precision.mode": "microseconds",
+        "column.truncate.to.3.chars": r"public\.all_types\.c_text",
+        "column.mask.with.6.chars": r"public\.all_types\.c_text,public\.all_types\.c_varchar",
+        "column.propagate.source.type": r"public\.all_types\.c_varchar,public\.all_types\.c_char",
+        "column.mask.hash.SHA-256.with.salt.pepper": r"public\.all_types\.c_char",
+    },
     "time-nanoseconds": {"time.precision.mode": "nanoseconds"},
 }
 
 
-def write_tidemark_properties(path: Path, conn_props: dict[str, str], source: dict[str, str],
-                              out: Path, warehouse: Path, name: str) -> Path:
+def write_tidemark_properties(
+    path: Path, conn_props: dict[str, str], source: dict[str, str], out: Path, warehouse: Path, name: str
+) -> Path:
     lines = ["debezium.source.connector.class=postgres", f"debezium.source.name={name}"]
     for k, v in {**conn_props, **source}.items():
         lines.append(f"debezium.source.{k}={v}")
     # Delta too: its change log keeps each record's Kafka headers, which the jsonl lines do not.
-    lines += ["debezium.sink.type=jsonl,delta", f"debezium.sink.jsonl.path={out}", f"tidemark.warehouse={warehouse}"]
+    lines += [
+        "debezium.sink.type=jsonl,delta",
+        f"debezium.sink.jsonl.path={out}",
+        f"tidemark.warehouse={warehouse}",
+    ]
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -87,21 +96,40 @@ def test_tidemark_matches_debezium(variant, pg, pg_database, unique_name, tmp_pa
         # timestamp of a DEFAULT-identity delete: no zero fallback for NanoTimestamp); Tidemark
         # emits 0 as for the other modes. Nothing to compare against, so the step is left out.
         steps = [s for s in steps if s[0] != workload.ZERO_FILL_STEP]
-    capture_and_compare(variant, VARIANTS[variant], workload.SCHEMA_SQL + workload.EXTRA_SCHEMA_SQL,
-                        steps, pg, pg_database, unique_name, tmp_path)
+    capture_and_compare(
+        variant,
+        VARIANTS[variant],
+        workload.SCHEMA_SQL + workload.EXTRA_SCHEMA_SQL,
+        steps,
+        pg,
+        pg_database,
+        unique_name,
+        tmp_path,
+    )
 
 
 @pytest.mark.debezium
 @pytest.mark.postgres
-@pytest.mark.skipif(not postgis_available(), reason="PostGIS is not installed for the test server's PostgreSQL "
-                    "(Debian postgresql-<major>-postgis-3; bash .ci/setup installs it)")
+@pytest.mark.skipif(
+    not postgis_available(),
+    reason="PostGIS is not installed for the test server's PostgreSQL "
+    "(Debian postgresql-<major>-postgis-3; bash .ci/setup installs it)",
+)
 @pytest.mark.parametrize("variant", ["postgis", "postgis-hex"])
 def test_postgis_matches_debezium(variant, pg, pg_database, unique_name, tmp_path):
     """PostGIS geometry/geography columns: Debezium recognises them by the extension's type
     OIDs, which exist only once the extension is created — before the slots, like the rest."""
     extra = {"postgis": {}, "postgis-hex": {"binary.handling.mode": "hex"}}[variant]
-    capture_and_compare(variant, extra, workload.POSTGIS_SCHEMA_SQL, workload.POSTGIS_STEPS,
-                        pg, pg_database, unique_name, tmp_path)
+    capture_and_compare(
+        variant,
+        extra,
+        workload.POSTGIS_SCHEMA_SQL,
+        workload.POSTGIS_STEPS,
+        pg,
+        pg_database,
+        unique_name,
+        tmp_path,
+    )
 
 
 @pytest.mark.debezium
@@ -109,14 +137,25 @@ def test_postgis_matches_debezium(variant, pg, pg_database, unique_name, tmp_pat
 @pytest.mark.parametrize("skip", ["false", "true"])
 def test_skip_messages_without_change_matches_debezium(skip, pg, pg_database, unique_name, tmp_path):
     """Column filters, masks and truncation with and without skip.messages.without.change."""
-    capture_and_compare(f"skip-unchanged-{skip}", {**workload.SKIP_PROPS, "skip.messages.without.change": skip},
-                        workload.SKIP_SCHEMA_SQL, workload.SKIP_STEPS, pg, pg_database, unique_name, tmp_path)
+    capture_and_compare(
+        f"skip-unchanged-{skip}",
+        {**workload.SKIP_PROPS, "skip.messages.without.change": skip},
+        workload.SKIP_SCHEMA_SQL,
+        workload.SKIP_STEPS,
+        pg,
+        pg_database,
+        unique_name,
+        tmp_path,
+    )
 
 
 NAME_MODES = {
     "names-none": {},
     "names-avro": {"schema.name.adjustment.mode": "avro", "field.name.adjustment.mode": "avro"},
-    "names-avro-unicode": {"schema.name.adjustment.mode": "avro_unicode", "field.name.adjustment.mode": "avro_unicode"},
+    "names-avro-unicode": {
+        "schema.name.adjustment.mode": "avro_unicode",
+        "field.name.adjustment.mode": "avro_unicode",
+    },
     "names-mixed": {"schema.name.adjustment.mode": "avro_unicode", "field.name.adjustment.mode": "avro"},
 }
 
@@ -126,8 +165,16 @@ NAME_MODES = {
 @pytest.mark.parametrize("variant", list(NAME_MODES))
 def test_name_adjustment_matches_debezium(variant, pg, pg_database, unique_name, tmp_path):
     """schema.name.adjustment.mode / field.name.adjustment.mode on names Avro does not allow."""
-    capture_and_compare(variant, NAME_MODES[variant], workload.NAMES_SCHEMA_SQL, workload.NAMES_STEPS,
-                        pg, pg_database, unique_name, tmp_path)
+    capture_and_compare(
+        variant,
+        NAME_MODES[variant],
+        workload.NAMES_SCHEMA_SQL,
+        workload.NAMES_STEPS,
+        pg,
+        pg_database,
+        unique_name,
+        tmp_path,
+    )
 
 
 @pytest.mark.debezium
@@ -136,9 +183,16 @@ def test_name_adjustment_matches_debezium(variant, pg, pg_database, unique_name,
 def test_partitions_match_debezium(via_root, pg, pg_database, unique_name, tmp_path):
     """A partitioned table, published per partition or via its root (publish_via_partition_root,
     which Debezium sets on the publications it creates when publish.via.partition.root=true)."""
-    capture_and_compare(f"partitions-via-root-{via_root}", {"publish.via.partition.root": via_root},
-                        workload.PARTITION_SCHEMA_SQL, workload.PARTITION_STEPS, pg, pg_database, unique_name,
-                        tmp_path)
+    capture_and_compare(
+        f"partitions-via-root-{via_root}",
+        {"publish.via.partition.root": via_root},
+        workload.PARTITION_SCHEMA_SQL,
+        workload.PARTITION_STEPS,
+        pg,
+        pg_database,
+        unique_name,
+        tmp_path,
+    )
 
 
 @pytest.mark.debezium
@@ -150,13 +204,28 @@ def test_unmapped_types_match_debezium(include, pg, pg_database, unique_name, tm
     extra = {"include.unknown.datatypes": include}
     if include == "true":
         extra["binary.handling.mode"] = "hex"
-    capture_and_compare(f"unknown-types-{include}", extra, workload.UNKNOWN_SCHEMA_SQL, workload.UNKNOWN_STEPS,
-                        pg, pg_database, unique_name, tmp_path)
+    capture_and_compare(
+        f"unknown-types-{include}",
+        extra,
+        workload.UNKNOWN_SCHEMA_SQL,
+        workload.UNKNOWN_STEPS,
+        pg,
+        pg_database,
+        unique_name,
+        tmp_path,
+    )
 
 
-def capture_and_compare(variant: str, extra: dict[str, str], schema: list[str],
-                        steps: list[tuple[str, list[str]]], pg: Any, pg_database: str, unique_name: Any,
-                        tmp_path: Path) -> None:
+def capture_and_compare(
+    variant: str,
+    extra: dict[str, str],
+    schema: list[str],
+    steps: list[tuple[str, list[str]]],
+    pg: Any,
+    pg_database: str,
+    unique_name: Any,
+    tmp_path: Path,
+) -> None:
     """Schema, two slots, the workload; Tidemark on one slot, Debezium 3.6 on the other; compare."""
     conn = pg.connect(dbname=pg_database)
     try:
@@ -175,9 +244,14 @@ def capture_and_compare(variant: str, extra: dict[str, str], schema: list[str],
 
     # --- Tidemark on slot B ----------------------------------------------------------------
     tm_out = tmp_path / "tidemark.jsonl"
-    config = write_tidemark_properties(tmp_path / "tidemark.properties", conn_props,
-                                       {**source, "slot.name": slot_tm}, tm_out,
-                                       tmp_path / "warehouse", f"tm-{variant}")
+    config = write_tidemark_properties(
+        tmp_path / "tidemark.properties",
+        conn_props,
+        {**source, "slot.name": slot_tm},
+        tm_out,
+        tmp_path / "warehouse",
+        f"tm-{variant}",
+    )
     run_tidemark(config, tmp_path / "tidemark.log")
     assert tm_out.exists(), f"tidemark wrote no {tm_out}; log {tmp_path / 'tidemark.log'}"
     tidemark = with_headers(read_jsonl(tm_out), tmp_path / "warehouse" / COMMON["topic.prefix"] / "changelog")
@@ -187,15 +261,34 @@ def capture_and_compare(variant: str, extra: dict[str, str], schema: list[str],
     # Debezium short on a loaded machine, while it read the catalog between tables.
     dbz_out = tmp_path / "debezium.jsonl"
     debezium = run_debezium(
-        {"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "name": f"dbz-{variant}",
-         **conn_props, **source, "slot.name": slot_dbz},
-        dbz_out, expected=len(tidemark), idle=30.0, timeout=240.0, allow_fewer=True)
+        {
+            "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+            "name": f"dbz-{variant}",
+            **conn_props,
+            **source,
+            "slot.name": slot_dbz,
+        },
+        dbz_out,
+        expected=len(tidemark),
+        idle=30.0,
+        timeout=240.0,
+        allow_fewer=True,
+    )
     assert debezium, f"Debezium emitted nothing; see {dbz_out}.log"
 
     # keep both sides for inspection when the comparison fails
-    (tmp_path / "summary.json").write_text(json.dumps(
-        {"variant": variant, "debezium": len(debezium), "tidemark": len(tidemark),
-         "debezium_file": str(dbz_out), "tidemark_file": str(tm_out)}, indent=1))
+    (tmp_path / "summary.json").write_text(
+        json.dumps(
+            {
+                "variant": variant,
+                "debezium": len(debezium),
+                "tidemark": len(tidemark),
+                "debezium_file": str(dbz_out),
+                "tidemark_file": str(tm_out),
+            },
+            indent=1,
+        )
+    )
     assert_conform(debezium, tidemark)
 
 

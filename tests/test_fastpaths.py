@@ -25,8 +25,10 @@ def _timestamptz_texts(n: int) -> list[str]:
         if rnd.random() < 0.8:
             digits = "".join(rnd.choice("0123456789") for _ in range(rnd.randint(1, 6))).rstrip("0")
             frac = f".{digits}" if digits else ""
-        out.append(f"{rnd.randint(1, 9999):04d}-{rnd.randint(1, 12):02d}-{rnd.randint(1, 28):02d} "
-                   f"{rnd.randint(0, 23):02d}:{rnd.randint(0, 59):02d}:{rnd.randint(0, 59):02d}{frac}+00")
+        out.append(
+            f"{rnd.randint(1, 9999):04d}-{rnd.randint(1, 12):02d}-{rnd.randint(1, 28):02d} "
+            f"{rnd.randint(0, 23):02d}:{rnd.randint(0, 59):02d}:{rnd.randint(0, 59):02d}{frac}+00"
+        )
     return out
 
 
@@ -34,7 +36,8 @@ def test_utc_timestamptz_fast_path_equals_general_path() -> None:
     for text in _timestamptz_texts(3000) + ["2024-01-01 00:00:00+00", "0001-01-01 00:00:00.000001+00"]:
         for width in (None, 0, 1, 3, 6, 9):
             assert T.pg_timestamptz_to_zoned(text, width) == T.format_zoned_timestamp(
-                T.pg_timestamptz_to_micros(text), width), (text, width)
+                T.pg_timestamptz_to_micros(text), width
+            ), (text, width)
     # Text the fast path does not take (offsets, BC, infinity) still converts.
     assert T.pg_timestamptz_to_zoned("2024-01-01 02:00:00+02", None) == "2024-01-01T00:00:00Z"
     assert T.pg_timestamptz_to_zoned("infinity", None) == "infinity"
@@ -45,7 +48,7 @@ def test_fixed_numeric_fast_path_equals_decimal_path() -> None:
     for scale in (0, 2, 5):
         _, conv = _decimal_mapping(12, scale, TypeModes())
         for _ in range(2000):
-            unscaled = rnd.randint(-10**12, 10**12)
+            unscaled = rnd.randint(-(10**12), 10**12)
             d = Decimal(unscaled).scaleb(-scale)
             text = f"{d:.{scale}f}"
             assert conv(text) == T.decimal_b64(d, scale), text
@@ -78,9 +81,18 @@ def _table(**props: Any) -> Any:
         ColumnDef("ünï code", prim("string")),  # required: NULL → ""
         ColumnDef("price", prim("double", optional=True), float),
     ]
-    return build("public", "t", cols, ["id"], prefix="srv", namer=TopicNamer("srv"),
-                 filters=TableFilters.from_source(source, "postgres"), rules=ColumnRules.from_source(source),
-                 source_schema=prim("string"), unavailable_marker=UNCHANGED_TOAST)
+    return build(
+        "public",
+        "t",
+        cols,
+        ["id"],
+        prefix="srv",
+        namer=TopicNamer("srv"),
+        filters=TableFilters.from_source(source, "postgres"),
+        rules=ColumnRules.from_source(source),
+        source_schema=prim("string"),
+        unavailable_marker=UNCHANGED_TOAST,
+    )
 
 
 def test_fused_insert_decoder_equals_general_path() -> None:
@@ -89,9 +101,14 @@ def test_fused_insert_decoder_equals_general_path() -> None:
         ts = _table(**props)
         fused = compile_insert(ts)
         for _ in range(500):
-            vals = [str(rnd.randint(-10**6, 10**6)), rnd.choice([None, "ä" * rnd.randint(0, 300), "x"]),
-                    rnd.choice([None, "s"]), rnd.choice([None, str(rnd.randint(0, 9))]),
-                    rnd.choice([None, "€", ""]), rnd.choice([None, "1.5", "-0.25"])]
+            vals = [
+                str(rnd.randint(-(10**6), 10**6)),
+                rnd.choice([None, "ä" * rnd.randint(0, 300), "x"]),
+                rnd.choice([None, "s"]),
+                rnd.choice([None, str(rnd.randint(0, 9))]),
+                rnd.choice([None, "€", ""]),
+                rnd.choice([None, "1.5", "-0.25"]),
+            ]
             buf = b"I" + struct.pack("!I", 16384) + b"N" + _tuple_bytes(vals)
             general, _ = _tuple(buf, 6)
             assert fused(buf, 6) == (ts.key(general), ts.row(general))
@@ -101,9 +118,11 @@ def test_fused_insert_decoder_equals_general_path() -> None:
 def test_fused_insert_decoder_declines_what_it_does_not_handle() -> None:
     ts = _table()
     fused = compile_insert(ts)
-    for vals in (["1", "a", None, "2", UNCHANGED_TOAST, None],   # unchanged TOAST → placeholder path
-                 ["1", b"\x00\x01", None, "2", "c", None],         # binary format value
-                 ["1", "a", None, "2", "c"]):                       # column count differs (relation changed)
+    for vals in (
+        ["1", "a", None, "2", UNCHANGED_TOAST, None],  # unchanged TOAST → placeholder path
+        ["1", b"\x00\x01", None, "2", "c", None],  # binary format value
+        ["1", "a", None, "2", "c"],
+    ):  # column count differs (relation changed)
         assert fused(_tuple_bytes(vals), 0) is None
 
 

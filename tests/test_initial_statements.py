@@ -29,11 +29,15 @@ def test_split_like_debezium() -> None:
 
 
 # --------------------------------------------------------------------------- PostgreSQL
-def test_pg_statements_run_on_each_new_connection(pg: Any, pg_database: str,
-                                                  caplog: pytest.LogCaptureFixture) -> None:
-    props = pg.props(**{"database.dbname": pg_database,
-                        "database.initial.statements":
-                            f"SELECT set_config('tidemark.probe', 'a;;{SECRET}', false);SET search_path TO pg_catalog"})
+def test_pg_statements_run_on_each_new_connection(
+    pg: Any, pg_database: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    props = pg.props(
+        **{
+            "database.dbname": pg_database,
+            "database.initial.statements": f"SELECT set_config('tidemark.probe', 'a;;{SECRET}', false);SET search_path TO pg_catalog",
+        }
+    )
     params = pg_setup.PgConnParams.from_props(props)
     assert SECRET not in repr(params)
     with caplog.at_level("INFO", logger="connectors.sources.postgres.setup"):
@@ -48,8 +52,12 @@ def test_pg_statements_run_on_each_new_connection(pg: Any, pg_database: str,
 
 
 def test_pg_failing_statement_is_one_clear_error_without_its_text(pg: Any, pg_database: str) -> None:
-    props = pg.props(**{"database.dbname": pg_database,
-                        "database.initial.statements": f"SET search_path TO public; SELEC '{SECRET}'"})
+    props = pg.props(
+        **{
+            "database.dbname": pg_database,
+            "database.initial.statements": f"SET search_path TO public; SELEC '{SECRET}'",
+        }
+    )
     with pytest.raises(TerminalError) as err:
         pg_setup.connect(pg_setup.PgConnParams.from_props(props))
     text = str(err.value)
@@ -57,15 +65,24 @@ def test_pg_failing_statement_is_one_clear_error_without_its_text(pg: Any, pg_da
     assert "SQLSTATE 42601 (syntax_error)" in text and SECRET not in text
 
 
-def test_pg_connector_runs_them_but_not_on_the_replication_connection(pg: Any, pg_database: str,
-                                                                      unique_name: Any, tmp_path: Path) -> None:
+def test_pg_connector_runs_them_but_not_on_the_replication_connection(
+    pg: Any, pg_database: str, unique_name: Any, tmp_path: Path
+) -> None:
     """The whole CLI run: every connection but the walsender logs itself into a table."""
     pg.execute("CREATE TABLE init_log (pid int, backend text, note text)", dbname=pg_database)
     pg.execute("CREATE TABLE t (id int PRIMARY KEY)", dbname=pg_database)
-    stmts = ("INSERT INTO init_log SELECT pg_backend_pid(), backend_type, 'x;;y' FROM pg_stat_activity "
-             f"WHERE pid = pg_backend_pid(); SET application_name = '{SECRET}'")
-    cfg = pg_config(tmp_path / "c.properties", pg, slot=unique_name("slot"), dbname=pg_database,
-                    jsonl=tmp_path / "out.jsonl", database__initial__statements=stmts)
+    stmts = (
+        "INSERT INTO init_log SELECT pg_backend_pid(), backend_type, 'x;;y' FROM pg_stat_activity "
+        f"WHERE pid = pg_backend_pid(); SET application_name = '{SECRET}'"
+    )
+    cfg = pg_config(
+        tmp_path / "c.properties",
+        pg,
+        slot=unique_name("slot"),
+        dbname=pg_database,
+        jsonl=tmp_path / "out.jsonl",
+        database__initial__statements=stmts,
+    )
     proc = run_cli("run", "--config", str(cfg), "--until-caught-up")
     rows = pg.query("SELECT backend, note FROM init_log", dbname=pg_database)
     assert rows and {r[0] for r in rows} == {"client backend"} and {r[1] for r in rows} == {"x;y"}
@@ -100,11 +117,19 @@ def test_mysql_failing_statement_is_one_clear_error(mariadb: Any) -> None:
     assert SECRET not in text
 
 
-def test_mysql_connector_runs_them(mariadb: Any, mariadb_database: str, unique_name: Any, tmp_path: Path) -> None:
+def test_mysql_connector_runs_them(
+    mariadb: Any, mariadb_database: str, unique_name: Any, tmp_path: Path
+) -> None:
     mariadb.execute(f"CREATE TABLE {mariadb_database}.init_log (conn bigint, note text)")
     stmts = f"INSERT INTO {mariadb_database}.init_log VALUES (CONNECTION_ID(), 'x;;y')"
-    cfg = my_config(tmp_path / "c.properties", mariadb, server_id=unique_name.server_id(), db=mariadb_database,
-                    jsonl=tmp_path / "out.jsonl", database__initial__statements=stmts)
+    cfg = my_config(
+        tmp_path / "c.properties",
+        mariadb,
+        server_id=unique_name.server_id(),
+        db=mariadb_database,
+        jsonl=tmp_path / "out.jsonl",
+        database__initial__statements=stmts,
+    )
     proc = run_cli("run", "--config", str(cfg), "--until-caught-up")
     rows = mariadb.query(f"SELECT note FROM {mariadb_database}.init_log")
     assert rows and {r[0] for r in rows} == {"x;y"}

@@ -42,7 +42,8 @@ def layer(module: str) -> str:
 def _type_checking(node: ast.If) -> bool:
     t = node.test
     return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (
-        isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
+        isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING"
+    )
 
 
 def imports(path: Path, modules: set[str]) -> Iterator[tuple[str, int]]:
@@ -67,7 +68,9 @@ def imports(path: Path, modules: set[str]) -> Iterator[tuple[str, int]]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
             for alias in node.names:
                 full = f"{base}.{alias.name}"
                 yield (full if full in modules else base), node.lineno
@@ -136,8 +139,12 @@ def test_connectors_import_neither_spark_nor_airflow() -> None:
 def test_layers_import_only_the_layers_below() -> None:
     edges, _ = graph()
     assert set(map(layer, edges)) <= set(ALLOWED), sorted(set(map(layer, edges)) - set(ALLOWED))
-    bad = [f"{m} ({layer(m)}) imports {t} ({layer(t)})" for m, ts in sorted(edges.items()) for t in sorted(ts)
-           if layer(t) != layer(m) and layer(t) not in ALLOWED[layer(m)]]
+    bad = [
+        f"{m} ({layer(m)}) imports {t} ({layer(t)})"
+        for m, ts in sorted(edges.items())
+        for t in sorted(ts)
+        if layer(t) != layer(m) and layer(t) not in ALLOWED[layer(m)]
+    ]
     assert not bad, "\n".join(bad)
 
 
@@ -147,8 +154,9 @@ def test_the_checker_sees_circles_and_type_checking_blocks(tmp_path: Path) -> No
     edges = {"a": {"b"}, "b": {"a"}, "c": set()}
     assert cycles(edges) == [["a", "b"]]
     pkg = tmp_path / "p.py"
-    pkg.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import q\n"
-                   "def f():\n    import r\n")
+    pkg.write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import q\ndef f():\n    import r\n"
+    )
     global ROOT
     old, ROOT = ROOT, tmp_path
     try:

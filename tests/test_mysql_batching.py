@@ -24,7 +24,9 @@ def _insert(mariadb: Any, db: str, n: int) -> None:
             cur.execute("INSERT INTO t VALUES (%s, %s)", (i, f"v{i}"))
 
 
-def test_catch_up_batches_say_more(mariadb: Any, mariadb_database: str, tmp_path: Path, unique_name: Any) -> None:
+def test_catch_up_batches_say_more(
+    mariadb: Any, mariadb_database: str, tmp_path: Path, unique_name: Any
+) -> None:
     db = mariadb_database
     mariadb.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(20))")
     _, src = _started(mariadb, tmp_path, unique_name, db, **{"max.batch.size": 16})
@@ -41,14 +43,20 @@ def test_catch_up_batches_say_more(mariadb: Any, mariadb_database: str, tmp_path
     assert all(len(b.records) <= 16 for b in batches)
 
 
-def test_idle_stream_ends_a_more_run_at_once(mariadb: Any, mariadb_database: str, tmp_path: Path,
-                                            unique_name: Any) -> None:
+def test_idle_stream_ends_a_more_run_at_once(
+    mariadb: Any, mariadb_database: str, tmp_path: Path, unique_name: Any
+) -> None:
     """Streaming (not bounded): after the last buffered change a batch without `more` comes
     while the stream is idle, long before the run's time limit."""
     db = mariadb_database
     mariadb.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(20))")
-    cfg = _cfg(mariadb, tmp_path, unique_name("conn"), unique_name.server_id(),
-               **{"database.include.list": db, "max.batch.size": 16})
+    cfg = _cfg(
+        mariadb,
+        tmp_path,
+        unique_name("conn"),
+        unique_name.server_id(),
+        **{"database.include.list": db, "max.batch.size": 16},
+    )
     src = MySqlSource(cfg, max_seconds=40)
     src.open(None)
     got, seen_more, settled_after = 0, False, None

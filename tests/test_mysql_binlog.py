@@ -37,9 +37,14 @@ ALL_TYPES = """CREATE TABLE {db}.alltypes (
   ls LINESTRING, pg POLYGON, mpt MULTIPOINT, mls MULTILINESTRING, mpg MULTIPOLYGON, gc GEOMETRYCOLLECTION
 )"""
 
-_GEO = ("'LINESTRING(0 0, 1 1, 2 0)'", "'POLYGON((0 0, 1 0, 1 1, 0 0))'", "'MULTIPOINT(0 0, 1 1)'",
-        "'MULTILINESTRING((0 0, 1 1), (2 2, 3 3))'", "'MULTIPOLYGON(((0 0, 1 0, 1 1, 0 0)))'",
-        "'GEOMETRYCOLLECTION(POINT(1 1), LINESTRING(0 0, 1 1))'")
+_GEO = (
+    "'LINESTRING(0 0, 1 1, 2 0)'",
+    "'POLYGON((0 0, 1 0, 1 1, 0 0))'",
+    "'MULTIPOINT(0 0, 1 1)'",
+    "'MULTILINESTRING((0 0, 1 1), (2 2, 3 3))'",
+    "'MULTIPOLYGON(((0 0, 1 0, 1 1, 0 0)))'",
+    "'GEOMETRYCOLLECTION(POINT(1 1), LINESTRING(0 0, 1 1))'",
+)
 GEO_COLUMNS = ("ls", "pg", "mpt", "mls", "mpg", "gc")
 BINARY_COLUMNS = ("bn", "vb", "bl", "lb", "tb", "mb", "g", "p", *GEO_COLUMNS)
 
@@ -53,7 +58,8 @@ ROWS = [
     "'2038-01-19 03:14:07.999999', '2001-02-03 04:05:06.07', 2020, '{\"a\": [1, 2.5, \"x\"], \"b\": null}', "
     "ST_GeomFromText('LINESTRING(0 0, 1 1)', 4326), ST_GeomFromText('POINT(1.5 -2.25)'), x'0a0b', x'cafe', "
     "'medium \u00e9', 'long \u4e2d', 1.1, 2.5, 1.1, 12345.678, "
-    + ", ".join(f"ST_GeomFromText({g})" for g in _GEO) + ")",
+    + ", ".join(f"ST_GeomFromText({g})" for g in _GEO)
+    + ")",
     "(2, -128, 255, -32768, 65535, -8388608, 16777215, -2147483648, 4294967295, -9223372036854775808, "
     "18446744073709551615, -3.5e38, -1.7976931348623157e308, -99999999.99, -0.0000000001, "
     "-0.000000000000000000000000000001, -1, b'0', b'0', b'0', false, '', '', '', '', '', x'', x'', x'', x'', "
@@ -61,14 +67,15 @@ ROWS = [
     "'1000-01-01 00:00:00', '9999-12-31 23:59:59.999', '1000-01-01 00:00:00.000001', '1970-01-01 00:00:01', "
     "'1970-01-01 00:00:01.000001', '2000-01-01 00:00:00', 1901, '[]', ST_GeomFromText('POINT(0 0)'), "
     "ST_GeomFromText('POINT(0 0)', 3857), x'', x'', '', '', -1e39, -1.7976931348623157e308, -3.4e38, -0.001, "
-    + ", ".join(f"ST_GeomFromText({g}, 4326)" for g in _GEO) + ")",
+    + ", ".join(f"ST_GeomFromText({g}, 4326)" for g in _GEO)
+    + ")",
     "(3, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, "
     "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, "
     "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL" + ", NULL" * 14 + ")",
     "(4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, b'1', b'1', b'1', 1, 'z', 'z', 'z', 'z', 'z', x'00', "
     "x'00', x'00', x'00', 'd', 'x,y,z', '0000-00-00', '00:00:00', '00:00:00', '00:00:00', '00:00:00', "
     "'0000-00-00 00:00:00', '0000-00-00 00:00:00', '0000-00-00 00:00:00', '0000-00-00 00:00:00', "
-    "'0000-00-00 00:00:00', NULL, 0, '{\"k\": {\"n\": -1, \"big\": 12345678901234, \"s\": \"q\\\\\"\"}}', NULL, "
+    '\'0000-00-00 00:00:00\', NULL, 0, \'{"k": {"n": -1, "big": 12345678901234, "s": "q\\\\""}}\', NULL, '
     "NULL, x'00', x'00', 'z', 'z', 0, 0, 0, 0" + ", NULL" * 6 + ")",
 ]
 
@@ -101,6 +108,7 @@ def _ours(mariadb: Any, tables: Tables, file: str, pos: int, server_id: int) -> 
     def resolve(d: str, t: str) -> tuple[Table, int] | None:
         tb = tables.get(d, t)
         return (tb, 0) if tb is not None else None
+
     s = BinlogStream(_settings(mariadb), server_id, resolve, file=file, pos=pos, blocking=False)
     out = []
     try:
@@ -114,10 +122,21 @@ def _ours(mariadb: Any, tables: Tables, file: str, pos: int, server_id: int) -> 
 
 
 def _theirs(mariadb: Any, db: str, file: str, pos: int, server_id: int) -> list[tuple[str, Any, Any]]:
-    r = BinLogStreamReader(connection_settings={"host": mariadb.host, "port": mariadb.port, "user": mariadb.user,
-                                                "passwd": mariadb.password},
-                           server_id=server_id, log_file=file, log_pos=pos, resume_stream=True, blocking=False,
-                           only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent], only_schemas=[db])
+    r = BinLogStreamReader(
+        connection_settings={
+            "host": mariadb.host,
+            "port": mariadb.port,
+            "user": mariadb.user,
+            "passwd": mariadb.password,
+        },
+        server_id=server_id,
+        log_file=file,
+        log_pos=pos,
+        resume_stream=True,
+        blocking=False,
+        only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
+        only_schemas=[db],
+    )
     out = []
     try:
         for ev in r:
@@ -171,7 +190,14 @@ def _norm_theirs(table: Table, row: dict[str, Any] | None) -> dict[str, Any] | N
             v = "ZERO_OR_NULL"
         if base == "TIMESTAMP" and v == dt.datetime(1970, 1, 1):
             v = "ZERO"
-        if isinstance(v, str) and base in ("BINARY", "VARBINARY", "BLOB", "TINYBLOB", "MEDIUMBLOB", "LONGBLOB"):
+        if isinstance(v, str) and base in (
+            "BINARY",
+            "VARBINARY",
+            "BLOB",
+            "TINYBLOB",
+            "MEDIUMBLOB",
+            "LONGBLOB",
+        ):
             v = v.encode("latin-1")
         out[col.name] = v
     return out
@@ -189,7 +215,10 @@ def test_decoder_matches_mysql_replication(mariadb: Any, mariadb_database: str, 
     diffs = []
     for (op, b, a), (op2, b2, a2) in zip(ours, theirs, strict=True):
         assert op == op2
-        for mine, other in ((_norm_ours(table, b), _norm_theirs(table, b2)), (_norm_ours(table, a), _norm_theirs(table, a2))):
+        for mine, other in (
+            (_norm_ours(table, b), _norm_theirs(table, b2)),
+            (_norm_ours(table, a), _norm_theirs(table, a2)),
+        ):
             if mine is None:
                 assert other is None
                 continue
@@ -215,7 +244,9 @@ def _known_mysql_replication_bug(col: str, ours: Any, theirs: Any) -> bool:
     return col in BINARY_COLUMNS and isinstance(theirs, str) and isinstance(ours, bytes)
 
 
-def _converted(mariadb: Any, db: str, opts: TypeOptions, unique_name: Any) -> tuple[list[dict[str, Any]], dict]:
+def _converted(
+    mariadb: Any, db: str, opts: TypeOptions, unique_name: Any
+) -> tuple[list[dict[str, Any]], dict]:
     file, pos, tables = _load(mariadb, db)
     table = tables.get(db, "alltypes")
     assert table is not None
@@ -251,7 +282,11 @@ def test_values_and_schemas_default_modes(mariadb: Any, mariadb_database: str, u
     assert r1["t0"] == (12 * 3600 + 34 * 60 + 56) * 1_000_000
     assert r1["t3"] == -(3723 * 1_000_000 + 450_000)
     assert r1["t6"] == 838 * 3600 * 1_000_000 + 59 * 60 * 1_000_000 + 59 * 1_000_000
-    assert r1["t1"] == -100_000 and r2["t6"] == -1_000_001 and r2["t0"] == -(838 * 3600 + 59 * 60 + 59) * 1_000_000
+    assert (
+        r1["t1"] == -100_000
+        and r2["t6"] == -1_000_001
+        and r2["t0"] == -(838 * 3600 + 59 * 60 + 59) * 1_000_000
+    )
     assert r1["dt0"] == 1577934245000 and r1["dt3"] == 1577934245123
     assert r1["dt6"] == 946684799999999
     assert r1["ts0"] == "2020-01-02T03:04:05Z" and r1["ts6"] == "2038-01-19T03:14:07.999999Z"
@@ -260,7 +295,9 @@ def test_values_and_schemas_default_modes(mariadb: Any, mariadb_database: str, u
     assert r1["y"] == 2020 and r2["y"] == 1901
     assert r1["j"] == '{"a": [1, 2.5, "x"], "b": null}' and r2["j"] == "[]"
     assert r1["g"]["srid"] == 4326 and base64.b64decode(r1["g"]["wkb"])[:5] == b"\x01\x02\x00\x00\x00"
-    assert r1["p"]["x"] == 1.5 and r1["p"]["y"] == -2.25 and r1["p"]["srid"] is None  # SRID 0 = unset: null, as Debezium
+    assert (
+        r1["p"]["x"] == 1.5 and r1["p"]["y"] == -2.25 and r1["p"]["srid"] is None
+    )  # SRID 0 = unset: null, as Debezium
     assert r2["p"]["srid"] == 3857
     assert all(v is None for k, v in r3.items() if k != "id")
     # zero dates in nullable columns → null
@@ -271,9 +308,16 @@ def test_values_and_schemas_default_modes(mariadb: Any, mariadb_database: str, u
     assert schemas["siu"] == {"type": "int32", "optional": True}
     assert schemas["iu"] == {"type": "int64", "optional": True}
     assert schemas["f"] == {"type": "float", "optional": True}
-    assert schemas["dec1"] == {"type": "bytes", "optional": True, "name": "org.apache.kafka.connect.data.Decimal",
-                               "version": 1, "parameters": {"scale": "2", "connect.decimal.precision": "10"}}
-    assert schemas["b10"]["name"] == "io.debezium.data.Bits" and schemas["b10"]["parameters"] == {"length": "10"}
+    assert schemas["dec1"] == {
+        "type": "bytes",
+        "optional": True,
+        "name": "org.apache.kafka.connect.data.Decimal",
+        "version": 1,
+        "parameters": {"scale": "2", "connect.decimal.precision": "10"},
+    }
+    assert schemas["b10"]["name"] == "io.debezium.data.Bits" and schemas["b10"]["parameters"] == {
+        "length": "10"
+    }
     assert schemas["b1"] == {"type": "boolean", "optional": True}
     assert schemas["e"]["parameters"] == {"allowed": "a,b\\,c,d"}
     assert schemas["t3"]["name"] == "io.debezium.time.MicroTime"
@@ -294,18 +338,26 @@ def test_values_and_schemas_default_modes(mariadb: Any, mariadb_database: str, u
     assert schemas["mt"] == schemas["lt"] == {"type": "string", "optional": True}
     # REAL is FLOAT32 (JdbcValueConverters, Types.REAL) although MariaDB stores a double: narrowed as
     # Java's (float) does — 1.1 prints as 1.1, a value beyond float32 becomes -Infinity.
-    assert schemas["re"] == {"type": "float", "optional": True} and r1["re"] == 1.1 and r2["re"] == "-Infinity"
+    assert (
+        schemas["re"] == {"type": "float", "optional": True} and r1["re"] == 1.1 and r2["re"] == "-Infinity"
+    )
     # FLOAT(p): FLOAT32 up to p=24, FLOAT64 above (BinlogValueConverters.schemaBuilder).
     assert schemas["fp"] == {"type": "double", "optional": True} and r1["fp"] == 2.5
     assert r2["fp"] == -1.7976931348623157e308
     assert schemas["f10"] == {"type": "float", "optional": True} and r1["f10"] == 1.1 and r2["f10"] == -3.4e38
-    assert schemas["nu"] == {"type": "bytes", "optional": True, "name": "org.apache.kafka.connect.data.Decimal",
-                             "version": 1, "parameters": {"scale": "3", "connect.decimal.precision": "8"}}
+    assert schemas["nu"] == {
+        "type": "bytes",
+        "optional": True,
+        "name": "org.apache.kafka.connect.data.Decimal",
+        "version": 1,
+        "parameters": {"scale": "3", "connect.decimal.precision": "8"},
+    }
     assert r1["nu"] == _b64((12345678).to_bytes(4, "big", signed=True)) and r2["nu"] == _b64(b"\xff")
     # Spatial types: io.debezium.data.geometry.Geometry {wkb, srid}, the WKB the server itself reports.
     db = mariadb_database
-    wkb = mariadb.query(f"SELECT {', '.join(f'ST_AsBinary({c})' for c in GEO_COLUMNS)} FROM {db}.alltypes "
-                        f"WHERE id = 1")[0]
+    wkb = mariadb.query(
+        f"SELECT {', '.join(f'ST_AsBinary({c})' for c in GEO_COLUMNS)} FROM {db}.alltypes WHERE id = 1"
+    )[0]
     for col, expect in zip(GEO_COLUMNS, wkb, strict=True):
         assert schemas[col]["name"] == "io.debezium.data.geometry.Geometry", col
         assert [f["field"] for f in schemas[col]["fields"]] == ["wkb", "srid"], col
@@ -318,8 +370,11 @@ def test_values_and_schemas_default_modes(mariadb: Any, mariadb_database: str, u
 def test_binary_modes(mariadb: Any, mariadb_database: str, unique_name: Any, mode: str) -> None:
     rows, schemas = _converted(mariadb, mariadb_database, TypeOptions(binary_mode=mode), unique_name)  # type: ignore[arg-type]
     raw = bytes.fromhex("deadbeef")
-    expect = {"base64": base64.b64encode(raw).decode(), "base64-url-safe": base64.urlsafe_b64encode(raw).decode(),
-              "hex": "deadbeef"}[mode]
+    expect = {
+        "base64": base64.b64encode(raw).decode(),
+        "base64-url-safe": base64.urlsafe_b64encode(raw).decode(),
+        "hex": "deadbeef",
+    }[mode]
     assert rows[0]["bl"] == expect
     assert schemas["bl"] == {"type": "string", "optional": True}
 
@@ -355,10 +410,16 @@ def test_snapshot_ddl_forms_of_bool_and_real(mariadb: Any, mariadb_database: str
     table = tables.get(db, "alltypes")
     assert table is not None
     defs = {c.name: column_def(c, TypeOptions()) for c in table.columns}
-    after = {c.name: v for c, v in zip(table.columns, _ours(mariadb, tables, file, pos, unique_name.server_id())[0][2],
-                                       strict=True)}
-    assert table.column("bo").type_name == "TINYINT" and defs["bo"].schema.to_json() == {"type": "int16",
-                                                                                          "optional": True}
+    after = {
+        c.name: v
+        for c, v in zip(
+            table.columns, _ours(mariadb, tables, file, pos, unique_name.server_id())[0][2], strict=True
+        )
+    }
+    assert table.column("bo").type_name == "TINYINT" and defs["bo"].schema.to_json() == {
+        "type": "int16",
+        "optional": True,
+    }
     assert defs["bo"].convert(after["bo"]) == 1 and defs["bo"].convert(0) == 0
     assert table.column("re").type_name == "DOUBLE" and defs["re"].schema.to_json()["type"] == "double"
     assert defs["re"].convert(after["re"]) == 1.1 and defs["fp"].convert(after["fp"]) == 2.5
@@ -375,16 +436,20 @@ def test_time_adjuster(mariadb: Any, mariadb_database: str, unique_name: Any, ad
     mariadb.execute(ddl)
     with contextlib.closing(mariadb.connect()) as conn, conn.cursor() as cur:
         file, pos, _ = current_position(cur)
-        cur.execute(f"INSERT INTO {db}.adj VALUES (1, '0005-03-01', '0069-12-31 10:00:00.5', 5, 2005), "
-                    f"(2, '0070-01-01', '0099-01-01 00:00:00', 99, 1999), (3, '1999-02-03', '2000-01-01', 0, 2000)")
+        cur.execute(
+            f"INSERT INTO {db}.adj VALUES (1, '0005-03-01', '0069-12-31 10:00:00.5', 5, 2005), "
+            f"(2, '0070-01-01', '0099-01-01 00:00:00', 99, 1999), (3, '1999-02-03', '2000-01-01', 0, 2000)"
+        )
     tables = _model(db, ddl)
     table = tables.get(db, "adj")
     assert table is not None
     opts = TypeOptions.from_config({"enable.time.adjuster": str(adjust).lower()})
     assert opts.time_adjuster is adjust
     defs = [column_def(c, opts) for c in table.columns]
-    rows = [{d.name: d.convert(v) for d, v in zip(defs, after, strict=True)}
-            for _op, _b, after in _ours(mariadb, tables, file, pos, unique_name.server_id())]
+    rows = [
+        {d.name: d.convert(v) for d, v in zip(defs, after, strict=True)}
+        for _op, _b, after in _ours(mariadb, tables, file, pos, unique_name.server_id())
+    ]
 
     def days(y: int, m: int, d: int) -> int:
         return (dt.date(y, m, d) - dt.date(1970, 1, 1)).days
@@ -394,21 +459,33 @@ def test_time_adjuster(mariadb: Any, mariadb_database: str, unique_name: Any, ad
 
     if adjust:
         assert [r["d"] for r in rows] == [days(2005, 3, 1), days(1970, 1, 1), days(1999, 2, 3)]
-        assert [r["dt"] for r in rows] == [millis(2069, 12, 31, 10) + 500, millis(1999, 1, 1), millis(2000, 1, 1)]
+        assert [r["dt"] for r in rows] == [
+            millis(2069, 12, 31, 10) + 500,
+            millis(1999, 1, 1),
+            millis(2000, 1, 1),
+        ]
     else:
         assert [r["d"] for r in rows] == [days(5, 3, 1), days(70, 1, 1), days(1999, 2, 3)]
         assert [r["dt"] for r in rows] == [millis(69, 12, 31, 10) + 500, millis(99, 1, 1), millis(2000, 1, 1)]
     assert [(r["y2"], r["y4"]) for r in rows] == [(2005, 2005), (1999, 1999), (2000, 2000)]
     year = {d.name: d for d in defs}["y2"]
-    assert [year.convert(v) for v in (5, 69, 70, 99, 1901)] == [2005, 2069, 1970, 1999, 1901]  # snapshot reads
+    assert [year.convert(v) for v in (5, 69, 70, 99, 1901)] == [
+        2005,
+        2069,
+        1970,
+        1999,
+        1901,
+    ]  # snapshot reads
 
 
 def test_zero_dates_not_null_and_defaults(mariadb: Any, mariadb_database: str, unique_name: Any) -> None:
     db = mariadb_database
-    ddl = (f"CREATE TABLE {db}.z (id INT PRIMARY KEY, d DATE NOT NULL DEFAULT '2020-01-01', "
-           f"dt DATETIME NOT NULL, ts TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP, y YEAR(4) DEFAULT 99, "
-           f"s VARCHAR(5) NOT NULL DEFAULT 'ab', n DECIMAL(6,3) DEFAULT -1.5, b BIT(4) DEFAULT b'0101', "
-           f"e ENUM('p','q') NOT NULL DEFAULT 'q', t TIME(3) DEFAULT '-01:00:00.5')")
+    ddl = (
+        f"CREATE TABLE {db}.z (id INT PRIMARY KEY, d DATE NOT NULL DEFAULT '2020-01-01', "
+        f"dt DATETIME NOT NULL, ts TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP, y YEAR(4) DEFAULT 99, "
+        f"s VARCHAR(5) NOT NULL DEFAULT 'ab', n DECIMAL(6,3) DEFAULT -1.5, b BIT(4) DEFAULT b'0101', "
+        f"e ENUM('p','q') NOT NULL DEFAULT 'q', t TIME(3) DEFAULT '-01:00:00.5')"
+    )
     mariadb.execute(ddl)
     with contextlib.closing(mariadb.connect()) as conn, conn.cursor() as cur:
         file, pos, _ = current_position(cur)
@@ -420,7 +497,9 @@ def test_zero_dates_not_null_and_defaults(mariadb: Any, mariadb_database: str, u
     defs = {c.name: column_def(c, TypeOptions()) for c in table.columns}
     rows = _ours(mariadb, tables, file, pos, unique_name.server_id())
     after = rows[0][2]
-    vals = {c.name: defs[c.name].convert(v) for c, v in zip(table.columns, after, strict=True) if v is not None}
+    vals = {
+        c.name: defs[c.name].convert(v) for c, v in zip(table.columns, after, strict=True) if v is not None
+    }
     assert vals["d"] == 18262  # NOT NULL zero date → the column default
     assert vals["dt"] == 0 and vals["ts"] == "1970-01-01T00:00:00Z"
     assert defs["d"].schema.default == 18262
@@ -432,8 +511,9 @@ def test_zero_dates_not_null_and_defaults(mariadb: Any, mariadb_database: str, u
     assert defs["t"].schema.default == -3600500000
 
 
-def test_benchmark_decoder_vs_bare_loop(mariadb: Any, mariadb_database: str, unique_name: Any,
-                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_benchmark_decoder_vs_bare_loop(
+    mariadb: Any, mariadb_database: str, unique_name: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     db = mariadb_database
     n = 20_000
     ddl = f"CREATE TABLE {db}.bench (id INT PRIMARY KEY, a VARCHAR(32), b BIGINT, c DECIMAL(10,2), d DATETIME(6))"
@@ -450,10 +530,20 @@ def test_benchmark_decoder_vs_bare_loop(mariadb: Any, mariadb_database: str, uni
     assert len(ours) == n
 
     t0 = time.perf_counter()
-    r = BinLogStreamReader(connection_settings={"host": mariadb.host, "port": mariadb.port, "user": mariadb.user,
-                                                "passwd": mariadb.password},
-                           server_id=unique_name.server_id(), log_file=file, log_pos=pos, resume_stream=True,
-                           blocking=False, only_events=[WriteRowsEvent])
+    r = BinLogStreamReader(
+        connection_settings={
+            "host": mariadb.host,
+            "port": mariadb.port,
+            "user": mariadb.user,
+            "passwd": mariadb.password,
+        },
+        server_id=unique_name.server_id(),
+        log_file=file,
+        log_pos=pos,
+        resume_stream=True,
+        blocking=False,
+        only_events=[WriteRowsEvent],
+    )
     count = 0
     for ev in r:
         count += len(ev.rows)
@@ -461,8 +551,10 @@ def test_benchmark_decoder_vs_bare_loop(mariadb: Any, mariadb_database: str, uni
     t_bare = time.perf_counter() - t0
     assert count == n
     with capsys.disabled():
-        print(f"\n[binlog benchmark] {n} single-row inserts: ours {n / t_ours:,.0f} events/s, "
-              f"bare BinLogStreamReader {n / t_bare:,.0f} events/s ({t_bare / t_ours:.1f}x)")
+        print(
+            f"\n[binlog benchmark] {n} single-row inserts: ours {n / t_ours:,.0f} events/s, "
+            f"bare BinLogStreamReader {n / t_bare:,.0f} events/s ({t_bare / t_ours:.1f}x)"
+        )
     assert t_ours < t_bare
 
 
@@ -479,8 +571,10 @@ def test_events_longer_than_one_packet(mariadb_factory: Any, unique_name: Any) -
     sizes: dict[int, int] = {}
 
     def insert(cur: Any, i: int, n: int) -> None:
-        cur.execute(f"INSERT INTO {db}.big VALUES (%s, 'n', LEFT(REPEAT(%s, %s), %s))",
-                    (i, pattern, n // len(pattern) + 1, n))
+        cur.execute(
+            f"INSERT INTO {db}.big VALUES (%s, 'n', LEFT(REPEAT(%s, %s), %s))",
+            (i, pattern, n // len(pattern) + 1, n),
+        )
         sizes[i] = n
 
     with contextlib.closing(server.connect()) as conn, conn.cursor() as cur:
@@ -489,9 +583,9 @@ def test_events_longer_than_one_packet(mariadb_factory: Any, unique_name: Any) -
         cur.execute(f"SHOW BINLOG EVENTS IN '{file}' FROM {pos}")
         write = [r for r in cur.fetchall() if str(r[2]).startswith("Write_rows")]
         overhead = write[0][4] - write[0][1] - 2  # event size without the blob bytes
-        insert(cur, 2, 20 << 20)                     # two packets
-        insert(cur, 3, 0xFFFFFE - overhead)          # payload (OK byte + event) of exactly 0xFFFFFF: + empty packet
-        insert(cur, 4, 40 << 20)                     # three packets
+        insert(cur, 2, 20 << 20)  # two packets
+        insert(cur, 3, 0xFFFFFE - overhead)  # payload (OK byte + event) of exactly 0xFFFFFF: + empty packet
+        insert(cur, 4, 40 << 20)  # three packets
         insert(cur, 5, 3)
         cur.execute(f"SHOW BINLOG EVENTS IN '{file}' FROM {pos}")
         write = [r for r in cur.fetchall() if str(r[2]).startswith("Write_rows")]
@@ -500,7 +594,7 @@ def test_events_longer_than_one_packet(mariadb_factory: Any, unique_name: Any) -
     ours = _ours(server, tables, file, pos, unique_name.server_id())
     assert [(r[2][0], r[2][1], len(r[2][2])) for r in ours] == [(i, b"n", sizes[i]) for i in range(1, 6)]
     for _op, _before, (i, _note, blob) in ours:
-        assert blob == (pattern * (sizes[i] // len(pattern) + 1))[:sizes[i]], i
+        assert blob == (pattern * (sizes[i] // len(pattern) + 1))[: sizes[i]], i
     theirs = _theirs(server, db, file, pos, unique_name.server_id())
     assert len(theirs) == 5
     for (_op, _b, mine), (_op2, _b2, other) in zip(ours, theirs, strict=True):
@@ -521,7 +615,7 @@ def test_decimal_reader_matches_decimal_decoding() -> None:
             size, read = decimal_reader(precision, scale)
             for _ in range(12):
                 digits = rnd.randint(0, precision)
-                unscaled = rnd.randint(0, 10 ** digits - 1) * rnd.choice((1, -1))
+                unscaled = rnd.randint(0, 10**digits - 1) * rnd.choice((1, -1))
                 text = format(decimal.Decimal(f"{unscaled}E-{scale}"), "f")
                 raw = b"\xaa" + decimal_bin(text, precision, scale) + b"\xbb"
                 ref, end = decode_decimal(raw, 1, precision, scale)
@@ -542,14 +636,20 @@ def test_decimal_converters_take_binlog_decimals() -> None:
             assert conv(BinlogDecimal(unscaled, scale)) == conv(dec), (mode, unscaled, scale)
     precise = column_def(col, TypeOptions()).convert
     assert precise(BinlogDecimal(-1234, 2)) == _b64((-1234).to_bytes(2, "big", signed=True))
-    assert precise(BinlogDecimal(12345, 3)) == _b64((1235).to_bytes(2, "big", signed=True))  # HALF_UP to scale 2
+    assert precise(BinlogDecimal(12345, 3)) == _b64(
+        (1235).to_bytes(2, "big", signed=True)
+    )  # HALF_UP to scale 2
 
 
 def test_zoned_timestamp_widths() -> None:
     from connectors.sources.mysql.types import zoned_timestamp
 
-    for v in (dt.datetime(2026, 11, 23, 9, 1, 2, 999999), dt.datetime(999, 1, 2, 3, 4, 5, 6), dt.datetime(1970, 1, 1),
-              dt.datetime(2038, 1, 19, 3, 14, 7, 1000)):
+    for v in (
+        dt.datetime(2026, 11, 23, 9, 1, 2, 999999),
+        dt.datetime(999, 1, 2, 3, 4, 5, 6),
+        dt.datetime(1970, 1, 1),
+        dt.datetime(2038, 1, 19, 3, 14, 7, 1000),
+    ):
         us = f"{v.microsecond:06d}"
         base = f"{v.year:04d}-{v.month:02d}-{v.day:02d}T{v.hour:02d}:{v.minute:02d}:{v.second:02d}"
         for width in range(1, 7):

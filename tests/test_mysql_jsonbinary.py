@@ -32,6 +32,7 @@ T_DATE, T_TIME, T_DATETIME, T_TIMESTAMP, T_NEWDECIMAL, T_BLOB = 10, 11, 12, 7, 2
 
 class Typed(NamedTuple):
     """A scalar stored with an explicit JSON binary type."""
+
     t: int
     v: Any
 
@@ -43,6 +44,7 @@ class Opaque(NamedTuple):
 
 class Large(NamedTuple):
     """A container stored in the large (32-bit) form."""
+
     v: Any
 
 
@@ -120,7 +122,9 @@ def _container(v: dict[str, Any] | list[Any], large: bool) -> tuple[int, bytes]:
             value_area += body
     size = header + len(key_area) + len(value_area)
     t = (LARGE_OBJ if large else SMALL_OBJ) if is_obj else (LARGE_ARR if large else SMALL_ARR)
-    return t, struct.pack(fmt, n) + struct.pack(fmt, size) + key_entries + value_entries + key_area + value_area
+    return t, struct.pack(fmt, n) + struct.pack(
+        fmt, size
+    ) + key_entries + value_entries + key_area + value_area
 
 
 def doc(v: Any) -> bytes:
@@ -143,10 +147,10 @@ def decimal_bin(value: str, precision: int, scale: int) -> bytes:
     if lead:
         out += int(ip[:lead]).to_bytes(dig2bytes[lead], "big")
     for i in range(lead, intg, 9):
-        out += int(ip[i:i + 9]).to_bytes(4, "big")
+        out += int(ip[i : i + 9]).to_bytes(4, "big")
     full = scale // 9 * 9
     for i in range(0, full, 9):
-        out += int(fp[i:i + 9]).to_bytes(4, "big")
+        out += int(fp[i : i + 9]).to_bytes(4, "big")
     if scale % 9:
         out += int(fp[full:scale]).to_bytes(dig2bytes[scale % 9], "big")
     if neg:
@@ -169,9 +173,20 @@ def packed_time(h: int, mi: int, s: int, us: int = 0, negative: bool = False) ->
 # --------------------------------------------------------------------------- fixtures
 NESTED = {"b": [1, 2.5, "x"], "a": 1, "c": None, "d": True, "e": False, "obj": {"k": [], "kk": {}}}
 NESTED_TEXT = '{"a": 1, "b": [1, 2.5, "x"], "c": null, "d": true, "e": false, "obj": {"k": [], "kk": {}}}'
-INTS = [Typed(INT16, -32768), Typed(UINT16, 65535), Typed(INT32, -2147483648), Typed(UINT32, 4294967295),
-        Typed(INT64, -9223372036854775808), Typed(UINT64, 18446744073709551615), 0, -1, 70000]
-INTS_TEXT = "[-32768, 65535, -2147483648, 4294967295, -9223372036854775808, 18446744073709551615, 0, -1, 70000]"
+INTS = [
+    Typed(INT16, -32768),
+    Typed(UINT16, 65535),
+    Typed(INT32, -2147483648),
+    Typed(UINT32, 4294967295),
+    Typed(INT64, -9223372036854775808),
+    Typed(UINT64, 18446744073709551615),
+    0,
+    -1,
+    70000,
+]
+INTS_TEXT = (
+    "[-32768, 65535, -2147483648, 4294967295, -9223372036854775808, 18446744073709551615, 0, -1, 70000]"
+)
 DEC = Opaque(T_NEWDECIMAL, bytes([12, 4]) + decimal_bin("-12345678.9012", 12, 4))
 
 FIXTURES: list[tuple[str, Any, str]] = [
@@ -189,24 +204,55 @@ FIXTURES: list[tuple[str, Any, str]] = [
     ("long string (2-byte length)", "x" * 300, '"' + "x" * 300 + '"'),
     ("long string (3-byte length)", "y" * 20000, '"' + "y" * 20000 + '"'),
     # Java's Double.toString, and BigDecimal(double).toPlainString where that would use an exponent.
-    ("doubles", [0.1, -2.5, 0.001, 9999999.0, 0.0, Typed(DOUBLE, 1.0)], "[0.1, -2.5, 0.001, 9999999.0, 0.0, 1.0]"),
-    ("doubles in exponent range", [1e20, 1e7, 0.0005],
-     "[100000000000000000000, 10000000, " + format(decimal.Decimal(0.0005), "f") + "]"),
-    ("opaque DECIMAL keeps its scale", [DEC, Opaque(T_NEWDECIMAL, bytes([5, 2]) + decimal_bin("1.50", 5, 2))],
-     "[-12345678.9012, 1.50]"),
+    (
+        "doubles",
+        [0.1, -2.5, 0.001, 9999999.0, 0.0, Typed(DOUBLE, 1.0)],
+        "[0.1, -2.5, 0.001, 9999999.0, 0.0, 1.0]",
+    ),
+    (
+        "doubles in exponent range",
+        [1e20, 1e7, 0.0005],
+        "[100000000000000000000, 10000000, " + format(decimal.Decimal(0.0005), "f") + "]",
+    ),
+    (
+        "opaque DECIMAL keeps its scale",
+        [DEC, Opaque(T_NEWDECIMAL, bytes([5, 2]) + decimal_bin("1.50", 5, 2))],
+        "[-12345678.9012, 1.50]",
+    ),
     ("opaque DATE", Opaque(T_DATE, packed_datetime(2024, 2, 29)), '"2024-02-29"'),
-    ("opaque DATETIME", Opaque(T_DATETIME, packed_datetime(1999, 12, 31, 23, 59, 58, 123456)),
-     '"1999-12-31 23:59:58.123456"'),
-    ("opaque TIMESTAMP", Opaque(T_TIMESTAMP, packed_datetime(2038, 1, 19, 3, 14, 7)), '"2038-01-19 03:14:07.000000"'),
-    ("opaque TIME", [Opaque(T_TIME, packed_time(1, 2, 3, 500)), Opaque(T_TIME, packed_time(0, 0, 0))],
-     '["01:02:03.000500", "00:00:00.000000"]'),
+    (
+        "opaque DATETIME",
+        Opaque(T_DATETIME, packed_datetime(1999, 12, 31, 23, 59, 58, 123456)),
+        '"1999-12-31 23:59:58.123456"',
+    ),
+    (
+        "opaque TIMESTAMP",
+        Opaque(T_TIMESTAMP, packed_datetime(2038, 1, 19, 3, 14, 7)),
+        '"2038-01-19 03:14:07.000000"',
+    ),
+    (
+        "opaque TIME",
+        [Opaque(T_TIME, packed_time(1, 2, 3, 500)), Opaque(T_TIME, packed_time(0, 0, 0))],
+        '["01:02:03.000500", "00:00:00.000000"]',
+    ),
     ("opaque TIME beyond a day", Opaque(T_TIME, packed_time(838, 59, 59)), '"838:59:59.000000"'),
     ("opaque negative TIME", Opaque(T_TIME, packed_time(12, 0, 1, negative=True)), '"-12:00:01.000000"'),
-    ("other opaque types as base64", Opaque(T_BLOB, b"\x00\xffab"),
-     '"base64:type252:' + base64.b64encode(b"\x00\xffab").decode() + '"'),
-    ("object of everything", {"dt": Opaque(T_DATETIME, packed_datetime(2020, 1, 2, 3, 4, 5)), "n": DEC,
-                              "s": "v", "big": Large([Typed(UINT32, 7)]), "f": -0.25},
-     '{"f": -0.25, "n": -12345678.9012, "s": "v", "dt": "2020-01-02 03:04:05.000000", "big": [7]}'),
+    (
+        "other opaque types as base64",
+        Opaque(T_BLOB, b"\x00\xffab"),
+        '"base64:type252:' + base64.b64encode(b"\x00\xffab").decode() + '"',
+    ),
+    (
+        "object of everything",
+        {
+            "dt": Opaque(T_DATETIME, packed_datetime(2020, 1, 2, 3, 4, 5)),
+            "n": DEC,
+            "s": "v",
+            "big": Large([Typed(UINT32, 7)]),
+            "f": -0.25,
+        },
+        '{"f": -0.25, "n": -12345678.9012, "s": "v", "dt": "2020-01-02 03:04:05.000000", "big": [7]}',
+    ),
 ]
 
 
@@ -238,9 +284,19 @@ def test_encoder_matches_mysql_layout() -> None:
     assert doc(Large([Typed(INT32, 5)])) == bytes([3]) + struct.pack("<IIB", 1, 13, 7) + struct.pack("<i", 5)
 
 
-@pytest.mark.parametrize("value, precision, scale", [
-    ("0", 1, 0), ("-1", 1, 0), ("12.34", 10, 2), ("-99999999.99", 10, 2), ("123456789012345678.123456789", 30, 9),
-    ("-0.0000000001", 30, 10), ("99999", 5, 0), ("1.5", 65, 30)])
+@pytest.mark.parametrize(
+    "value, precision, scale",
+    [
+        ("0", 1, 0),
+        ("-1", 1, 0),
+        ("12.34", 10, 2),
+        ("-99999999.99", 10, 2),
+        ("123456789012345678.123456789", 30, 9),
+        ("-0.0000000001", 30, 10),
+        ("99999", 5, 0),
+        ("1.5", 65, 30),
+    ],
+)
 def test_decimal_binary(value: str, precision: int, scale: int) -> None:
     got, end = decode_decimal(b"\xaa" + decimal_bin(value, precision, scale) + b"\xbb", 1, precision, scale)
     assert got == decimal.Decimal(value) and got.as_tuple().exponent == -scale  # the column's scale is kept

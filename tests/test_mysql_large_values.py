@@ -20,7 +20,9 @@ MB = 1 << 20
 PATTERN = 'abcdefghijklmnopqrstuvwxyz0123456789 é"\\\n'  # multi-byte, JSON-escaped characters too
 
 
-def test_large_values_stream_whole_in_bounded_memory(mariadb_factory: Any, tmp_path: Path, unique_name: Any) -> None:
+def test_large_values_stream_whole_in_bounded_memory(
+    mariadb_factory: Any, tmp_path: Path, unique_name: Any
+) -> None:
     server = mariadb_factory(max_allowed_packet="128M")
     db = server.create_database(unique_name("db"))
     server.execute("CREATE TABLE big (id INT PRIMARY KEY, v LONGTEXT)", database=db)
@@ -34,12 +36,17 @@ def test_large_values_stream_whole_in_bounded_memory(mariadb_factory: Any, tmp_p
     # Measured: 42 MB and 147 MB (before: 53 and 191). Non-ASCII text costs its str, the UTF-8 copy
     # CPython caches in it when orjson encodes it, and the JSON: ~3.7x at 40 MB.
     for size_mb, bound in ((10, 100), (40, 4 * 40)):
-        text = (PATTERN * (size_mb * MB // len(PATTERN) + 1))[:size_mb * MB]
+        text = (PATTERN * (size_mb * MB // len(PATTERN) + 1))[: size_mb * MB]
         values[size_mb] = text
         server.execute("INSERT INTO big VALUES (%s, %s)", (size_mb, text), database=db)
         _, peak_kb = run_cli_peak_rss(*run)
         above = (peak_kb - idle_kb) / 1024
-        assert above < bound, f"a {size_mb} MB value took {above:.0f} MB above the idle peak ({bound} MB allowed)"
-    rows = {r["value"]["payload"]["after"]["id"]: r["value"]["payload"]["after"]["v"] for r in read_jsonl(out)
-            if r["topic"].endswith(".big")}
+        assert above < bound, (
+            f"a {size_mb} MB value took {above:.0f} MB above the idle peak ({bound} MB allowed)"
+        )
+    rows = {
+        r["value"]["payload"]["after"]["id"]: r["value"]["payload"]["after"]["v"]
+        for r in read_jsonl(out)
+        if r["topic"].endswith(".big")
+    }
     assert rows == {0: "small", **values}

@@ -25,8 +25,10 @@ class _Cfg(types.SimpleNamespace):
 
 
 def _cfg(server: Any, warehouse: Path, name: str, server_id: int) -> _Cfg:
-    src = dict(server.props(), **{"database.server.id": server_id, "database.include.list": "none_such",
-                                  "connect.timeout.ms": 5000})
+    src = dict(
+        server.props(),
+        **{"database.server.id": server_id, "database.include.list": "none_such", "connect.timeout.ms": 5000},
+    )
     return _Cfg(source=src, name=name, connector="mariadb", topic_prefix="tm", warehouse=warehouse)
 
 
@@ -38,7 +40,9 @@ def test_server_id_of_a_live_replica_is_refused(mariadb: Any, tmp_path: Path, un
     """Another replica streaming with our database.server.id: starting would make the server drop
     one of the two dump threads, so the connector refuses to start and says which id to change."""
     sid = unique_name.server_id()
-    other = BinlogStream(setup.settings_from_props(mariadb.props()), sid, lambda db, table: None, heartbeat_s=1.0)
+    other = BinlogStream(
+        setup.settings_from_props(mariadb.props()), sid, lambda db, table: None, heartbeat_s=1.0
+    )
     errors: list[BaseException] = []
 
     def replicate() -> None:
@@ -47,6 +51,7 @@ def test_server_id_of_a_live_replica_is_refused(mariadb: Any, tmp_path: Path, un
                 pass
         except BaseException as e:  # noqa: BLE001 - reported by the assertion below
             errors.append(e)
+
     thread = threading.Thread(target=replicate, daemon=True)
     thread.start()
     try:
@@ -57,15 +62,18 @@ def test_server_id_of_a_live_replica_is_refused(mariadb: Any, tmp_path: Path, un
         src.close()
         assert f"database.server.id={sid} is already used by another replica" in err.value.message
         assert "database.server.id" in (err.value.hint or "")
-        assert sid in _replica_ids(mariadb) and thread.is_alive() and not errors  # the other replica is untouched
+        assert (
+            sid in _replica_ids(mariadb) and thread.is_alive() and not errors
+        )  # the other replica is untouched
     finally:
         other.stop()
         thread.join(30)
         other.close()
 
 
-def test_unreachable_is_terminal_only_before_the_first_connect(mariadb_factory: Any, tmp_path: Path,
-                                                               unique_name: Any) -> None:
+def test_unreachable_is_terminal_only_before_the_first_connect(
+    mariadb_factory: Any, tmp_path: Path, unique_name: Any
+) -> None:
     """A server that cannot be reached at the very first start is a set-up error (wrong host or
     port); once the connector has reached it, the same failure is a restart in progress and the
     engine retries it."""
@@ -86,8 +94,14 @@ def test_unreachable_is_terminal_only_before_the_first_connect(mariadb_factory: 
 def test_connection_settings_never_show_the_password() -> None:
     from connectors.sources.mysql.binlog import ConnectionSettings
 
-    s = setup.settings_from_props({"database.hostname": "db.example", "database.user": "cdc",
-                                   "database.password": "s3cr3t-pw", "database.ssl.mode": "required"})
+    s = setup.settings_from_props(
+        {
+            "database.hostname": "db.example",
+            "database.user": "cdc",
+            "database.password": "s3cr3t-pw",
+            "database.ssl.mode": "required",
+        }
+    )
     for text in (repr(s), str(s), f"{s}", repr([s]), repr(ConnectionSettings("h", 1, "u", "s3cr3t-pw"))):
         assert "s3cr3t-pw" not in text and "password" not in text, text
     assert "db.example" in repr(s) and "cdc" in repr(s)

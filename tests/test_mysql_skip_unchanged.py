@@ -12,30 +12,42 @@ import pytest
 from mycdc import payload, read_jsonl, run_cli, write_config
 
 UPDATES = [
-    "UPDATE t SET ign = 'i2' WHERE id = 1",   # excluded column only
-    "UPDATE t SET x = 'x2' WHERE id = 1",     # captured change: kept
+    "UPDATE t SET ign = 'i2' WHERE id = 1",  # excluded column only
+    "UPDATE t SET x = 'x2' WHERE id = 1",  # captured change: kept
     "UPDATE t SET x = x, ign = 'i3' WHERE id = 1",  # nothing captured changes
-    "UPDATE t SET m = 'bbb' WHERE id = 1",    # hidden by the mask
-    "UPDATE t SET tr = 'abd' WHERE id = 1",   # hidden by the truncation
+    "UPDATE t SET m = 'bbb' WHERE id = 1",  # hidden by the mask
+    "UPDATE t SET tr = 'abd' WHERE id = 1",  # hidden by the truncation
     "UPDATE t SET id = 2, ign = 'i4' WHERE id = 1",  # key change: kept (delete + create)
 ]
 
 
 @pytest.mark.parametrize("skip", [False, True])
-def test_skip_messages_without_change(skip: bool, mariadb: Any, mariadb_database: str, tmp_path: Path,
-                                      unique_name: Any) -> None:
+def test_skip_messages_without_change(
+    skip: bool, mariadb: Any, mariadb_database: str, tmp_path: Path, unique_name: Any
+) -> None:
     dbn = mariadb_database
     conn = mariadb.connect(database=dbn)
     with conn.cursor() as cur:
-        cur.execute("CREATE TABLE t (id INT PRIMARY KEY, x VARCHAR(10), ign VARCHAR(10), m VARCHAR(10), "
-                    "tr VARCHAR(10))")
+        cur.execute(
+            "CREATE TABLE t (id INT PRIMARY KEY, x VARCHAR(10), ign VARCHAR(10), m VARCHAR(10), "
+            "tr VARCHAR(10))"
+        )
     out = tmp_path / "events.jsonl"
-    cfg = write_config(tmp_path / "c.properties", mariadb, server_id=unique_name.server_id(), db=dbn, jsonl=out,
-                       prefix="sk", **{"column.exclude.list": rf"{dbn}\.t\.ign",
-                                       "column.mask.with.3.chars": rf"{dbn}\.t\.m",
-                                       "column.truncate.to.2.chars": rf"{dbn}\.t\.tr",
-                                       "skip.messages.without.change": str(skip).lower(),
-                                       "provide.transaction.metadata": "true"})
+    cfg = write_config(
+        tmp_path / "c.properties",
+        mariadb,
+        server_id=unique_name.server_id(),
+        db=dbn,
+        jsonl=out,
+        prefix="sk",
+        **{
+            "column.exclude.list": rf"{dbn}\.t\.ign",
+            "column.mask.with.3.chars": rf"{dbn}\.t\.m",
+            "column.truncate.to.2.chars": rf"{dbn}\.t\.tr",
+            "skip.messages.without.change": str(skip).lower(),
+            "provide.transaction.metadata": "true",
+        },
+    )
     run_cli("run", "--config", str(cfg), "--until-caught-up")  # schema and start position
     with conn.cursor() as cur:
         cur.execute("INSERT INTO t VALUES (1, 'x1', 'i1', 'aaa', 'abc')")

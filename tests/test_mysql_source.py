@@ -46,12 +46,20 @@ def test_history_recover_upto(tmp_path: Path) -> None:
     p = DdlParser(t)
     r1 = p.apply("CREATE TABLE d.t (id INT PRIMARY KEY)", None)
     r2 = p.apply("ALTER TABLE d.t ADD COLUMN x INT", None)
-    h.record([HistoryRecord("mysql-bin.000001", 100, "", "d", "CREATE TABLE d.t (id INT PRIMARY KEY)", r1.changes)])
+    h.record(
+        [HistoryRecord("mysql-bin.000001", 100, "", "d", "CREATE TABLE d.t (id INT PRIMARY KEY)", r1.changes)]
+    )
     h.record([HistoryRecord("mysql-bin.000002", 50, "", "d", "ALTER TABLE d.t ADD COLUMN x INT", r2.changes)])
-    assert [c.name for c in h.recover({"file": "mysql-bin.000001", "pos": 500}).get("d", "t").columns] == ["id"]
-    assert [c.name for c in h.recover({"file": "mysql-bin.000002", "pos": 60}).get("d", "t").columns] == ["id", "x"]
-    only = DeltaSchemaHistory(tmp_path / "o", "c2", table_filter=lambda d, tb: tb == "keep",
-                              store_only_captured_tables=True)
+    assert [c.name for c in h.recover({"file": "mysql-bin.000001", "pos": 500}).get("d", "t").columns] == [
+        "id"
+    ]
+    assert [c.name for c in h.recover({"file": "mysql-bin.000002", "pos": 60}).get("d", "t").columns] == [
+        "id",
+        "x",
+    ]
+    only = DeltaSchemaHistory(
+        tmp_path / "o", "c2", table_filter=lambda d, tb: tb == "keep", store_only_captured_tables=True
+    )
     assert only.record([HistoryRecord("f.1", 1, "", "d", "x", r1.changes)]) == 0
 
 
@@ -70,13 +78,16 @@ def test_setup_errors(mariadb: Any, mariadb_factory: Any) -> None:
         setup.check_server(conn, int(mariadb.variable("server_id")))
     mariadb.execute("CREATE USER IF NOT EXISTS 'norepl'@'%' IDENTIFIED BY 'pw'")
     mariadb.execute("GRANT SELECT ON *.* TO 'norepl'@'%'")
-    weak = setup.settings_from_props(dict(mariadb.props(), **{"database.user": "norepl", "database.password": "pw"}))
+    weak = setup.settings_from_props(
+        dict(mariadb.props(), **{"database.user": "norepl", "database.password": "pw"})
+    )
     with pytest.raises(TerminalError, match="REPLICATION"):
         setup.check_server(setup.connect(weak))
 
 
-def test_source_end_to_end_and_alter_while_down(mariadb: Any, mariadb_database: str, tmp_path: Path,
-                                                unique_name: Any) -> None:
+def test_source_end_to_end_and_alter_while_down(
+    mariadb: Any, mariadb_database: str, tmp_path: Path, unique_name: Any
+) -> None:
     db = mariadb_database
     mariadb.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(10), ts TIMESTAMP(3) NULL)")
     cfg, src = _started(mariadb, tmp_path, unique_name, db)
@@ -94,7 +105,12 @@ def test_source_end_to_end_and_alter_while_down(mariadb: Any, mariadb_database: 
     assert first.value["after"] == {"id": 1, "v": "a", "ts": "2020-01-02T03:04:05.500Z"}
     s = first.value["source"]
     assert s["connector"] == "mariadb" and s["db"] == db and s["table"] == "t" and s["row"] == 0
-    assert s["gtid"] and s["file"].startswith("mysql-bin.") and s["server_id"] == 1 and recs[1].value["source"]["row"] == 1
+    assert (
+        s["gtid"]
+        and s["file"].startswith("mysql-bin.")
+        and s["server_id"] == 1
+        and recs[1].value["source"]["row"] == 1
+    )
     # The tombstone after a key change's delete carries the same __debezium.newkey header (as Debezium).
     assert dict(recs[4].headers) == dict(recs[3].headers) and dict(recs[3].headers)["__debezium.newkey"]
     # ALTER while the connector is down, then rows in the new layout
@@ -124,11 +140,18 @@ def test_source_end_to_end_and_alter_while_down(mariadb: Any, mariadb_database: 
     assert [r.value["after"] for r in again] == [r.value["after"] for r in data]
 
 
-def test_restart_mid_transaction(mariadb: Any, mariadb_database: str, tmp_path: Path, unique_name: Any) -> None:
+def test_restart_mid_transaction(
+    mariadb: Any, mariadb_database: str, tmp_path: Path, unique_name: Any
+) -> None:
     db = mariadb_database
     mariadb.execute(f"CREATE TABLE {db}.m (id INT PRIMARY KEY)")
-    cfg = _cfg(mariadb, tmp_path, unique_name("conn"), unique_name.server_id(),
-               **{"database.include.list": db, "max.batch.size": 1})
+    cfg = _cfg(
+        mariadb,
+        tmp_path,
+        unique_name("conn"),
+        unique_name.server_id(),
+        **{"database.include.list": db, "max.batch.size": 1},
+    )
     src = MySqlSource(cfg, until_caught_up=True)
     src.open(None)
     start = dict(src._start)
@@ -148,14 +171,20 @@ def test_restart_mid_transaction(mariadb: Any, mariadb_database: str, tmp_path: 
     assert start["event"] == 0
 
 
-def test_resume_by_gtid_set_ignores_a_stale_position(mariadb: Any, mariadb_database: str, tmp_path: Path,
-                                                     unique_name: Any) -> None:
+def test_resume_by_gtid_set_ignores_a_stale_position(
+    mariadb: Any, mariadb_database: str, tmp_path: Path, unique_name: Any
+) -> None:
     """With GTIDs on, a restart resumes from the offset's GTID set (MariaDB slave_connect_state),
     including the event/row skip counts inside a transaction; file/pos are only the fallback."""
     db = mariadb_database
     mariadb.execute(f"CREATE TABLE {db}.g (id INT PRIMARY KEY)")
-    cfg = _cfg(mariadb, tmp_path, unique_name("conn"), unique_name.server_id(),
-               **{"database.include.list": db, "max.batch.size": 1})
+    cfg = _cfg(
+        mariadb,
+        tmp_path,
+        unique_name("conn"),
+        unique_name.server_id(),
+        **{"database.include.list": db, "max.batch.size": 1},
+    )
     src = MySqlSource(cfg, until_caught_up=True)
     src.open(None)
     mariadb.execute(f"INSERT INTO {db}.g VALUES (1)")
@@ -178,14 +207,20 @@ def test_resume_by_gtid_set_ignores_a_stale_position(mariadb: Any, mariadb_datab
         assert rest == [1, 2, 3, 4][cut:], (cut, off)
 
 
-def test_resume_by_file_pos_without_gtids(mariadb: Any, mariadb_database: str, tmp_path: Path,
-                                          unique_name: Any) -> None:
+def test_resume_by_file_pos_without_gtids(
+    mariadb: Any, mariadb_database: str, tmp_path: Path, unique_name: Any
+) -> None:
     """The file/pos fallback (offsets without a GTID set, e.g. MySQL with gtid_mode=OFF) resumes
     exactly too, with the event/row skip counts."""
     db = mariadb_database
     mariadb.execute(f"CREATE TABLE {db}.f (id INT PRIMARY KEY)")
-    cfg = _cfg(mariadb, tmp_path, unique_name("conn"), unique_name.server_id(),
-               **{"database.include.list": db, "max.batch.size": 1})
+    cfg = _cfg(
+        mariadb,
+        tmp_path,
+        unique_name("conn"),
+        unique_name.server_id(),
+        **{"database.include.list": db, "max.batch.size": 1},
+    )
     src = MySqlSource(cfg, until_caught_up=True)
     src.open(None)
     with mariadb.connect(autocommit=False) as conn, conn.cursor() as cur:
@@ -224,32 +259,45 @@ def test_create_or_replace_is_ddl() -> None:
     routines and triggers are still no table DDL."""
     from connectors.sources.mysql.events import _NON_DDL
 
-    for sql in ("CREATE OR REPLACE TABLE t (a INT)", "create or replace  temporary table t (a int)",
-                "CREATE OR REPLACE DATABASE d", "CREATE OR REPLACE UNIQUE INDEX i ON t (a)"):
+    for sql in (
+        "CREATE OR REPLACE TABLE t (a INT)",
+        "create or replace  temporary table t (a int)",
+        "CREATE OR REPLACE DATABASE d",
+        "CREATE OR REPLACE UNIQUE INDEX i ON t (a)",
+    ):
         assert not _NON_DDL.match(sql), sql
-    for sql in ("CREATE OR REPLACE VIEW v AS SELECT 1", "CREATE OR REPLACE DEFINER=`a`@`%` VIEW v AS SELECT 1",
-                "CREATE OR REPLACE FUNCTION f() RETURNS INT RETURN 1", "CREATE OR REPLACE TRIGGER x BEFORE INSERT "
-                "ON t FOR EACH ROW SET @a = 1", "CREATE OR REPLACE PROCEDURE p() SELECT 1"):
+    for sql in (
+        "CREATE OR REPLACE VIEW v AS SELECT 1",
+        "CREATE OR REPLACE DEFINER=`a`@`%` VIEW v AS SELECT 1",
+        "CREATE OR REPLACE FUNCTION f() RETURNS INT RETURN 1",
+        "CREATE OR REPLACE TRIGGER x BEFORE INSERT ON t FOR EACH ROW SET @a = 1",
+        "CREATE OR REPLACE PROCEDURE p() SELECT 1",
+    ):
         assert _NON_DDL.match(sql), sql
     t = Tables()
     p = DdlParser(t)
     p.apply("CREATE TABLE d.t (id INT PRIMARY KEY, a INT)", None)
     res = p.apply("CREATE OR REPLACE TABLE d.t (id BIGINT PRIMARY KEY, b VARCHAR(5), c INT)", None)
     assert res.kind == "create_table" and [c.type for c in res.changes] == ["CREATE"]
-    assert [(c.name, c.type_name) for c in t.get("d", "t").columns] == [("id", "BIGINT"), ("b", "VARCHAR"),
-                                                                       ("c", "INT")]
+    assert [(c.name, c.type_name) for c in t.get("d", "t").columns] == [
+        ("id", "BIGINT"),
+        ("b", "VARCHAR"),
+        ("c", "INT"),
+    ]
     res = p.apply("CREATE OR REPLACE DATABASE d", None)
     assert [(c.type, c.table) for c in res.changes] == [("DROP", "t")] and t.get("d", "t") is None
 
 
-def test_create_or_replace_table_streams_the_new_layout(mariadb: Any, mariadb_database: str, tmp_path: Path,
-                                                        unique_name: Any) -> None:
+def test_create_or_replace_table_streams_the_new_layout(
+    mariadb: Any, mariadb_database: str, tmp_path: Path, unique_name: Any
+) -> None:
     db = mariadb_database
     mariadb.execute(f"CREATE TABLE {db}.r (id INT PRIMARY KEY, a VARCHAR(10))")
     cfg, src = _started(mariadb, tmp_path, unique_name, db)
     mariadb.execute(f"INSERT INTO {db}.r VALUES (1, 'old')")
-    mariadb.execute(f"CREATE OR REPLACE TABLE {db}.r (id BIGINT PRIMARY KEY, n INT NOT NULL, a VARCHAR(10), "
-                    f"d DATE)")
+    mariadb.execute(
+        f"CREATE OR REPLACE TABLE {db}.r (id BIGINT PRIMARY KEY, n INT NOT NULL, a VARCHAR(10), d DATE)"
+    )
     mariadb.execute(f"INSERT INTO {db}.r VALUES (2, 5, 'new', '2024-02-29')")
     recs = _drain(src)
     src.close()
@@ -258,7 +306,12 @@ def test_create_or_replace_table_streams_the_new_layout(mariadb: Any, mariadb_da
     sc = [r.value for r in recs if r.topic == "tm"]
     assert len(sc) == 1 and sc[0]["ddl"].startswith("CREATE OR REPLACE TABLE")
     change = sc[0]["tableChanges"][0]
-    assert change["type"] == "CREATE" and [c["name"] for c in change["table"]["columns"]] == ["id", "n", "a", "d"]
+    assert change["type"] == "CREATE" and [c["name"] for c in change["table"]["columns"]] == [
+        "id",
+        "n",
+        "a",
+        "d",
+    ]
     # The history has it too: a restart from the first offset decodes both layouts again.
     src2 = MySqlSource(cfg, until_caught_up=True)
     src2.open(recs[0].offset)
@@ -280,29 +333,47 @@ def test_alter_forms_sqlglot_does_not_parse() -> None:
         return [(c.name, c.type_name, c.charset) for c in t.get("d", "t").columns]
 
     p.apply("ALTER TABLE t CONVERT TO CHARACTER SET utf8mb4 COLLATE utf8mb4_bin", "d")
-    assert cols() == [("id", "INT", None), ("a", "VARCHAR", "utf8mb4"), ("b", "TEXT", "utf8mb4"),
-                      ("e", "ENUM", "utf8mb4"), ("n", "INT", None)]
+    assert cols() == [
+        ("id", "INT", None),
+        ("a", "VARCHAR", "utf8mb4"),
+        ("b", "TEXT", "utf8mb4"),
+        ("e", "ENUM", "utf8mb4"),
+        ("n", "INT", None),
+    ]
     assert t.get("d", "t").default_charset == "utf8mb4"
     p.apply("ALTER TABLE t ADD COLUMN (c1 INT NOT NULL, c2 VARCHAR(4) COMMENT 'x, y'), ADD (c3 BIGINT)", "d")
     assert cols()[-3:] == [("c1", "INT", None), ("c2", "VARCHAR", "utf8mb4"), ("c3", "BIGINT", None)]
     assert not t.get("d", "t").column("c1").optional
     p.apply("ALTER TABLE t DEFAULT CHARSET=latin1, ADD COLUMN c4 TEXT", "d")
     assert cols()[-1] == ("c4", "TEXT", "latin1") and cols()[1] == ("a", "VARCHAR", "utf8mb4")
-    p.apply("ALTER ONLINE TABLE t WAIT 5 ADD COLUMN IF NOT EXISTS n INT, DROP COLUMN IF EXISTS zz, "
-            "MODIFY COLUMN IF EXISTS zz INT, CHANGE IF EXISTS c3 c3b INT UNSIGNED", "d")
+    p.apply(
+        "ALTER ONLINE TABLE t WAIT 5 ADD COLUMN IF NOT EXISTS n INT, DROP COLUMN IF EXISTS zz, "
+        "MODIFY COLUMN IF EXISTS zz INT, CHANGE IF EXISTS c3 c3b INT UNSIGNED",
+        "d",
+    )
     assert [c[0] for c in cols()].count("n") == 1 and cols()[-2] == ("c3b", "INT UNSIGNED", None)
     before = cols()
-    for noop in ("ALTER TABLE t ENGINE=InnoDB ROW_FORMAT=DYNAMIC", "ALTER TABLE t FORCE", "ALTER TABLE t DISABLE KEYS",
-                 "ALTER TABLE t PARTITION BY HASH(id) PARTITIONS 4", "ALTER TABLE t REMOVE PARTITIONING",
-                 "ALTER TABLE t ADD CONSTRAINT ck CHECK (n > 0)", "ALTER TABLE t ADD INDEX IF NOT EXISTS i (a)",
-                 "ALTER TABLE t DROP INDEX i, DROP FOREIGN KEY fk", "ALTER TABLE t RENAME KEY i TO j",
-                 "ALTER TABLE t AUTO_INCREMENT=5, ALGORITHM=INPLACE, LOCK=NONE", "ALTER TABLE t ORDER BY n"):
+    for noop in (
+        "ALTER TABLE t ENGINE=InnoDB ROW_FORMAT=DYNAMIC",
+        "ALTER TABLE t FORCE",
+        "ALTER TABLE t DISABLE KEYS",
+        "ALTER TABLE t PARTITION BY HASH(id) PARTITIONS 4",
+        "ALTER TABLE t REMOVE PARTITIONING",
+        "ALTER TABLE t ADD CONSTRAINT ck CHECK (n > 0)",
+        "ALTER TABLE t ADD INDEX IF NOT EXISTS i (a)",
+        "ALTER TABLE t DROP INDEX i, DROP FOREIGN KEY fk",
+        "ALTER TABLE t RENAME KEY i TO j",
+        "ALTER TABLE t AUTO_INCREMENT=5, ALGORITHM=INPLACE, LOCK=NONE",
+        "ALTER TABLE t ORDER BY n",
+    ):
         assert p.apply(noop, "d").kind == "alter_table", noop
         assert cols() == before, noop
     p.apply("ALTER TABLE t COMMENT 'hello'", "d")
     assert t.get("d", "t").comment == "hello"
-    for bad, action in (("ALTER TABLE t ADD SYSTEM VERSIONING", "ADD SYSTEM VERSIONING"),
-                        ("ALTER TABLE t ADD COLUMN q INT, FROBNICATE x", "FROBNICATE x")):
+    for bad, action in (
+        ("ALTER TABLE t ADD SYSTEM VERSIONING", "ADD SYSTEM VERSIONING"),
+        ("ALTER TABLE t ADD COLUMN q INT, FROBNICATE x", "FROBNICATE x"),
+    ):
         with pytest.raises(UnparseableDdl, match=f"ALTER TABLE action not understood: {action}"):
             p.apply(bad, "d")
     assert cols() == before  # a refused statement changes nothing
@@ -318,8 +389,11 @@ def test_unique_key_is_the_message_key_without_a_primary_key() -> None:
     def key(table: str) -> list[str]:
         return t.get("d", table).primary_key
 
-    p.apply("CREATE TABLE u1 (a INT NOT NULL, b INT, c INT NOT NULL, UNIQUE KEY ub (b), KEY kc (c), "
-            "UNIQUE KEY uac (a, c(4)))", "d")
+    p.apply(
+        "CREATE TABLE u1 (a INT NOT NULL, b INT, c INT NOT NULL, UNIQUE KEY ub (b), KEY kc (c), "
+        "UNIQUE KEY uac (a, c(4)))",
+        "d",
+    )
     assert key("u1") == ["a", "c"]
     p.apply("CREATE TABLE u2 (a INT NOT NULL, id INT NOT NULL, UNIQUE KEY ua (a), PRIMARY KEY (id))", "d")
     assert key("u2") == ["id"]
@@ -339,16 +413,22 @@ def test_unique_key_is_the_message_key_without_a_primary_key() -> None:
     p.apply("CREATE TABLE u6 (s SERIAL, v INT)", "d")
     assert key("u6") == ["s"]
     # SHOW CREATE TABLE form (snapshot)
-    p.apply("CREATE TABLE `u7` (\n  `code` varchar(8) NOT NULL,\n  `v` int(11) DEFAULT NULL,\n"
-            "  UNIQUE KEY `code` (`code`)\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4", "d")
+    p.apply(
+        "CREATE TABLE `u7` (\n  `code` varchar(8) NOT NULL,\n  `v` int(11) DEFAULT NULL,\n"
+        "  UNIQUE KEY `code` (`code`)\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
+        "d",
+    )
     assert key("u7") == ["code"]
 
 
-def test_unique_key_convert_and_column_list_end_to_end(mariadb: Any, mariadb_database: str, tmp_path: Path,
-                                                       unique_name: Any) -> None:
+def test_unique_key_convert_and_column_list_end_to_end(
+    mariadb: Any, mariadb_database: str, tmp_path: Path, unique_name: Any
+) -> None:
     db = mariadb_database
-    mariadb.execute(f"CREATE TABLE {db}.k (code VARCHAR(8) NOT NULL, note VARCHAR(20), UNIQUE KEY (code)) "
-                    f"DEFAULT CHARSET=latin1")
+    mariadb.execute(
+        f"CREATE TABLE {db}.k (code VARCHAR(8) NOT NULL, note VARCHAR(20), UNIQUE KEY (code)) "
+        f"DEFAULT CHARSET=latin1"
+    )
     cfg, src = _started(mariadb, tmp_path, unique_name, db)
     mariadb.execute(f"INSERT INTO {db}.k VALUES ('a1', 'caf\u00e9')")
     mariadb.execute(f"ALTER TABLE {db}.k CONVERT TO CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
@@ -359,16 +439,19 @@ def test_unique_key_convert_and_column_list_end_to_end(mariadb: Any, mariadb_dat
     data = [r for r in recs if r.topic == f"tm.{db}.k"]
     assert [r.key for r in data] == [{"code": "a1"}, {"code": "b2"}]
     assert data[0].key_schema.to_json()["fields"] == [{"field": "code", "type": "string", "optional": False}]
-    assert [r.value["after"] for r in data] == [{"code": "a1", "note": "caf\u00e9"},
-                                                {"code": "b2", "note": "\u4e2d\U0001f600", "n": 4, "m": 5}]
+    assert [r.value["after"] for r in data] == [
+        {"code": "a1", "note": "caf\u00e9"},
+        {"code": "b2", "note": "\u4e2d\U0001f600", "n": 4, "m": 5},
+    ]
     changes = [r.value["tableChanges"][0]["table"] for r in recs if r.topic == "tm"]
     assert [c["defaultCharsetName"] for c in changes] == ["utf8mb4", "utf8mb4"]
     assert changes[-1]["primaryKeyColumnNames"] == ["code"]
     assert [c["name"] for c in changes[-1]["columns"]] == ["code", "note", "n", "m"]
 
 
-def test_lost_history_names_the_recovery(mariadb: Any, mariadb_database: str, tmp_path: Path,
-                                         unique_name: Any) -> None:
+def test_lost_history_names_the_recovery(
+    mariadb: Any, mariadb_database: str, tmp_path: Path, unique_name: Any
+) -> None:
     """Offsets without a schema history: the hint is the offsets reset Tidemark can do today, with
     the config file named, and says what is not captured."""
     cfg, src = _started(mariadb, tmp_path, unique_name, mariadb_database)

@@ -40,8 +40,11 @@ def db(mariadb: Any, mariadb_database: str) -> Any:
 
 
 def ops(records: list[dict[str, Any]], topic_suffix: str) -> list[str | None]:
-    return [(payload(r) or {}).get("op") if r["value"] is not None else None
-            for r in records if r["topic"].endswith(topic_suffix)]
+    return [
+        (payload(r) or {}).get("op") if r["value"] is not None else None
+        for r in records
+        if r["topic"].endswith(topic_suffix)
+    ]
 
 
 def sql(conn: Any, *statements: str) -> None:
@@ -50,20 +53,32 @@ def sql(conn: Any, *statements: str) -> None:
             cur.execute(s)
 
 
-def test_stream_to_all_sinks(mariadb: Any, mariadb_database: str, db: Any, kafka: Any, tmp_path: Path,
-                             unique_name: Any) -> None:
+def test_stream_to_all_sinks(
+    mariadb: Any, mariadb_database: str, db: Any, kafka: Any, tmp_path: Path, unique_name: Any
+) -> None:
     name = unique_name("my")
     out = tmp_path / "events.jsonl"
-    cfg = write_config(tmp_path / "c.properties", mariadb, server_id=unique_name.server_id(), db=mariadb_database,
-                       sinks="kafka,delta,jsonl", jsonl=out, kafka=kafka, prefix=name,
-                       **{"skipped.operations": "none", "include.query": "true"})
+    cfg = write_config(
+        tmp_path / "c.properties",
+        mariadb,
+        server_id=unique_name.server_id(),
+        db=mariadb_database,
+        sinks="kafka,delta,jsonl",
+        jsonl=out,
+        kafka=kafka,
+        prefix=name,
+        **{"skipped.operations": "none", "include.query": "true"},
+    )
     run_cli("run", "--config", str(cfg), "--until-caught-up")  # schema snapshot + start position
-    sql(db, "INSERT INTO customers (name, email) VALUES ('Anne', 'a@x'), ('Bob', 'b@x')",
+    sql(
+        db,
+        "INSERT INTO customers (name, email) VALUES ('Anne', 'a@x'), ('Bob', 'b@x')",
         "UPDATE customers SET name = 'Anne Marie' WHERE id = 1",
         "DELETE FROM customers WHERE id = 2",
         "UPDATE customers SET id = 10 WHERE id = 1",  # key change
         "INSERT INTO orders VALUES (1, 10, 3)",
-        "TRUNCATE TABLE orders")
+        "TRUNCATE TABLE orders",
+    )
     run_cli("run", "--config", str(cfg), "--until-caught-up")
 
     recs = read_jsonl(out)
@@ -77,7 +92,9 @@ def test_stream_to_all_sinks(mariadb: Any, mariadb_database: str, db: Any, kafka
     assert src["connector"] == "mariadb" and src["name"] == name
     assert src["db"] == mariadb_database and src["table"] == "customers" and src["snapshot"] == "false"
     assert src["server_id"] == 1 and src["file"].startswith("mysql-bin.") and src["pos"] > 0
-    assert src["gtid"] and src["gtid"].startswith("0-1-") and "thread" in src  # MariaDB logs no BEGIN: no thread
+    assert (
+        src["gtid"] and src["gtid"].startswith("0-1-") and "thread" in src
+    )  # MariaDB logs no BEGIN: no thread
     assert src["query"] == "UPDATE customers SET name = 'Anne Marie' WHERE id = 1"
     second = payload(cust[1])["source"]
     assert second["row"] == 1 and payload(cust[0])["source"]["row"] == 0
@@ -96,10 +113,13 @@ def test_stream_to_all_sinks(mariadb: Any, mariadb_database: str, db: Any, kafka
     assert dict(got[7][2]).get("__debezium.oldkey") is not None
 
     # Delta: every event once, with typed binlog positions; offsets readable from the CLI.
-    rows = delta_rows(tmp_path / "warehouse" / name / "changelog", ["collection", "op", "binlog_file", "gtid"])
+    rows = delta_rows(
+        tmp_path / "warehouse" / name / "changelog", ["collection", "op", "binlog_file", "gtid"]
+    )
     assert sorted((r["collection"], r["op"]) for r in rows if r["op"]) == sorted(
         [(f"{mariadb_database}.customers", o) for o in ["c", "c", "u", "d", "d", "c"]]
-        + [(f"{mariadb_database}.orders", "c"), (f"{mariadb_database}.orders", "t")])
+        + [(f"{mariadb_database}.orders", "c"), (f"{mariadb_database}.orders", "t")]
+    )
     assert all(r["binlog_file"] for r in rows if r["op"])
     shown = run_cli("offsets", "show", "--config", str(cfg)).stdout
     assert '"gtids"' in shown and '"sink.delta"' in shown
@@ -109,27 +129,45 @@ def test_stream_to_all_sinks(mariadb: Any, mariadb_database: str, db: Any, kafka
     assert len(read_jsonl(out)) == len(recs)
 
 
-def test_options_filters_masks_keys_tx_metadata(mariadb: Any, mariadb_database: str, db: Any, tmp_path: Path,
-                                                unique_name: Any) -> None:
+def test_options_filters_masks_keys_tx_metadata(
+    mariadb: Any, mariadb_database: str, db: Any, tmp_path: Path, unique_name: Any
+) -> None:
     name = unique_name("my")
     dbn = mariadb_database
     out = tmp_path / "events.jsonl"
-    cfg = write_config(tmp_path / "c.properties", mariadb, server_id=unique_name.server_id(), db=dbn, jsonl=out,
-                       prefix=name,
-                       **{"table.exclude.list": rf"{dbn}\.skipme", "column.exclude.list": rf"{dbn}\.customers\.secret",
-                          "column.mask.with.3.chars": rf"{dbn}\.customers\.email",
-                          "column.truncate.to.2.chars": rf"{dbn}\.customers\.name",
-                          "message.key.columns": f"{dbn}.orders:customer_id",
-                          "skipped.operations": "u", "tombstones.on.delete": "false",
-                          "provide.transaction.metadata": "true",
-                          "debezium.format.key.schemas.enable": "false"})
+    cfg = write_config(
+        tmp_path / "c.properties",
+        mariadb,
+        server_id=unique_name.server_id(),
+        db=dbn,
+        jsonl=out,
+        prefix=name,
+        **{
+            "table.exclude.list": rf"{dbn}\.skipme",
+            "column.exclude.list": rf"{dbn}\.customers\.secret",
+            "column.mask.with.3.chars": rf"{dbn}\.customers\.email",
+            "column.truncate.to.2.chars": rf"{dbn}\.customers\.name",
+            "message.key.columns": f"{dbn}.orders:customer_id",
+            "skipped.operations": "u",
+            "tombstones.on.delete": "false",
+            "provide.transaction.metadata": "true",
+            "debezium.format.key.schemas.enable": "false",
+        },
+    )
     run_cli("run", "--config", str(cfg), "--until-caught-up")
     db.begin()
-    sql(db, "INSERT INTO customers (name, email, secret) VALUES ('Anne', 'anne@x', 's3')",
-        "INSERT INTO orders VALUES (7, 1, 2)")
+    sql(
+        db,
+        "INSERT INTO customers (name, email, secret) VALUES ('Anne', 'anne@x', 's3')",
+        "INSERT INTO orders VALUES (7, 1, 2)",
+    )
     db.commit()
-    sql(db, "INSERT INTO skipme VALUES (1, 'no')", "UPDATE orders SET qty = 5 WHERE id = 7",
-        "DELETE FROM orders WHERE id = 7")
+    sql(
+        db,
+        "INSERT INTO skipme VALUES (1, 'no')",
+        "UPDATE orders SET qty = 5 WHERE id = 7",
+        "DELETE FROM orders WHERE id = 7",
+    )
     run_cli("run", "--config", str(cfg), "--until-caught-up")
     recs = read_jsonl(out)
     assert not any(r["topic"].endswith("skipme") for r in recs)
@@ -144,33 +182,50 @@ def test_options_filters_masks_keys_tx_metadata(mariadb: Any, mariadb_database: 
     assert tx[0]["id"] == tx[1]["id"] == gtid and gtid.startswith("0-1-")  # MariaDB: domain-server-seq
     assert tx[1]["event_count"] == 2
     assert sorted((d["data_collection"], d["event_count"]) for d in tx[1]["data_collections"]) == [
-        (f"{dbn}.customers", 1), (f"{dbn}.orders", 1)]
+        (f"{dbn}.customers", 1),
+        (f"{dbn}.orders", 1),
+    ]
     assert cust["transaction"] == {"id": gtid, "total_order": 1, "data_collection_order": 1}
     assert payload(orders[0])["transaction"]["total_order"] == 2
 
 
-def test_schema_changes_and_alter_while_down(mariadb: Any, mariadb_database: str, db: Any, tmp_path: Path,
-                                             unique_name: Any) -> None:
+def test_schema_changes_and_alter_while_down(
+    mariadb: Any, mariadb_database: str, db: Any, tmp_path: Path, unique_name: Any
+) -> None:
     name = unique_name("my")
     dbn = mariadb_database
     out = tmp_path / "events.jsonl"
-    cfg = write_config(tmp_path / "c.properties", mariadb, server_id=unique_name.server_id(), db=dbn, jsonl=out,
-                       prefix=name, **{"include.schema.changes": "true"})
+    cfg = write_config(
+        tmp_path / "c.properties",
+        mariadb,
+        server_id=unique_name.server_id(),
+        db=dbn,
+        jsonl=out,
+        prefix=name,
+        **{"include.schema.changes": "true"},
+    )
     run_cli("run", "--config", str(cfg), "--until-caught-up")
     sql(db, "INSERT INTO orders VALUES (1, 1, 1)")
     run_cli("run", "--config", str(cfg), "--until-caught-up")
     # Connector down: the table changes shape, rows before and after the change.
-    sql(db, "INSERT INTO orders VALUES (2, 1, 2)",
+    sql(
+        db,
+        "INSERT INTO orders VALUES (2, 1, 2)",
         "ALTER TABLE orders ADD COLUMN note VARCHAR(20) DEFAULT 'n' AFTER customer_id, DROP COLUMN qty",
-        "INSERT INTO orders VALUES (3, 1, 'hello')")
+        "INSERT INTO orders VALUES (3, 1, 'hello')",
+    )
     run_cli("run", "--config", str(cfg), "--until-caught-up")
     # And once more after a restart, with history recovered from Delta.
     sql(db, "INSERT INTO orders VALUES (4, 2, 'again')")
     run_cli("run", "--config", str(cfg), "--until-caught-up")
     recs = read_jsonl(out)
     after = [payload(r)["after"] for r in recs if r["topic"].endswith(".orders")]
-    assert after == [{"id": 1, "customer_id": 1, "qty": 1}, {"id": 2, "customer_id": 1, "qty": 2},
-                     {"id": 3, "customer_id": 1, "note": "hello"}, {"id": 4, "customer_id": 2, "note": "again"}]
+    assert after == [
+        {"id": 1, "customer_id": 1, "qty": 1},
+        {"id": 2, "customer_id": 1, "qty": 2},
+        {"id": 3, "customer_id": 1, "note": "hello"},
+        {"id": 4, "customer_id": 2, "note": "again"},
+    ]
     sc = [r for r in recs if r["topic"] == name]
     assert len(sc) == 1
     assert payload(sc[0], "key") == {"databaseName": dbn}
@@ -182,11 +237,18 @@ def test_schema_changes_and_alter_while_down(mariadb: Any, mariadb_database: str
     assert change["table"]["primaryKeyColumnNames"] == ["id"]
 
 
-def test_sigterm_stops_cleanly_and_resumes(mariadb: Any, mariadb_database: str, db: Any, tmp_path: Path,
-                                           unique_name: Any) -> None:
+def test_sigterm_stops_cleanly_and_resumes(
+    mariadb: Any, mariadb_database: str, db: Any, tmp_path: Path, unique_name: Any
+) -> None:
     out = tmp_path / "events.jsonl"
-    cfg = write_config(tmp_path / "c.properties", mariadb, server_id=unique_name.server_id(), db=mariadb_database,
-                       jsonl=out, sinks="jsonl,delta")
+    cfg = write_config(
+        tmp_path / "c.properties",
+        mariadb,
+        server_id=unique_name.server_id(),
+        db=mariadb_database,
+        jsonl=out,
+        sinks="jsonl,delta",
+    )
     run_cli("run", "--config", str(cfg), "--until-caught-up")
     proc = popen_cli("run", "--config", str(cfg), log=tmp_path / "run.log")
     try:
@@ -206,15 +268,26 @@ def test_sigterm_stops_cleanly_and_resumes(mariadb: Any, mariadb_database: str, 
     assert len(delta_rows(tmp_path / "warehouse" / "tm" / "changelog", ["op"])) == 60
 
 
-def test_max_seconds_heartbeats_and_offsets_reset(mariadb: Any, mariadb_database: str, db: Any, tmp_path: Path,
-                                                  unique_name: Any) -> None:
+def test_max_seconds_heartbeats_and_offsets_reset(
+    mariadb: Any, mariadb_database: str, db: Any, tmp_path: Path, unique_name: Any
+) -> None:
     name = unique_name("my")
     dbn = mariadb_database
     out = tmp_path / "events.jsonl"
     sql(db, "CREATE TABLE hb (id INT AUTO_INCREMENT PRIMARY KEY, ts TIMESTAMP DEFAULT CURRENT_TIMESTAMP)")
-    cfg = write_config(tmp_path / "c.properties", mariadb, server_id=unique_name.server_id(), db=dbn, jsonl=out,
-                       prefix=name, **{"heartbeat.interval.ms": "200", "table.include.list": rf"{dbn}\.orders",
-                                       "heartbeat.action.query": f"INSERT INTO {dbn}.hb () VALUES ()"})
+    cfg = write_config(
+        tmp_path / "c.properties",
+        mariadb,
+        server_id=unique_name.server_id(),
+        db=dbn,
+        jsonl=out,
+        prefix=name,
+        **{
+            "heartbeat.interval.ms": "200",
+            "table.include.list": rf"{dbn}\.orders",
+            "heartbeat.action.query": f"INSERT INTO {dbn}.hb () VALUES ()",
+        },
+    )
     run_cli("run", "--config", str(cfg), "--until-caught-up")
     for i in range(20):
         sql(db, f"INSERT INTO skipme VALUES ({i}, REPEAT('x', 1000))")
@@ -250,13 +323,22 @@ def _workload(server: Any, dbname: str, first: int, last: int, stop: threading.E
 
 
 @pytest.mark.slow
-def test_sigkill_during_workload_loses_nothing(mariadb: Any, mariadb_database: str, db: Any, kafka: Any,
-                                              tmp_path: Path, unique_name: Any) -> None:
+def test_sigkill_during_workload_loses_nothing(
+    mariadb: Any, mariadb_database: str, db: Any, kafka: Any, tmp_path: Path, unique_name: Any
+) -> None:
     """SIGKILL the connector several times during a workload; Delta ends with every change
     exactly once, Kafka with every change at least once."""
     name = unique_name("my")
-    cfg = write_config(tmp_path / "c.properties", mariadb, server_id=unique_name.server_id(), db=mariadb_database,
-                       sinks="kafka,delta", kafka=kafka, prefix=name, **{"max.batch.size": "64"})
+    cfg = write_config(
+        tmp_path / "c.properties",
+        mariadb,
+        server_id=unique_name.server_id(),
+        db=mariadb_database,
+        sinks="kafka,delta",
+        kafka=kafka,
+        prefix=name,
+        **{"max.batch.size": "64"},
+    )
     run_cli("run", "--config", str(cfg), "--until-caught-up")
     stop = threading.Event()
     n, rounds = 600, 4
@@ -265,13 +347,18 @@ def test_sigkill_during_workload_loses_nothing(mariadb: Any, mariadb_database: s
     for r in range(rounds):
         # One part of the workload per connector life, so each life has changes to deliver (a
         # connector that commits while it catches up finishes the whole workload before a later kill).
-        writer = threading.Thread(target=_workload,
-                                  args=(mariadb, mariadb_database, r * n // rounds, (r + 1) * n // rounds, stop))
+        writer = threading.Thread(
+            target=_workload, args=(mariadb, mariadb_database, r * n // rounds, (r + 1) * n // rounds, stop)
+        )
         proc = popen_cli("run", "--config", str(cfg), log=tmp_path / "run.log")
         try:
             start = changelog_count(changelog)
             writer.start()
-            wait_until(lambda s=start: changelog_count(changelog) > s + 50, timeout=90, what="progress before the kill")
+            wait_until(
+                lambda s=start: changelog_count(changelog) > s + 50,
+                timeout=90,
+                what="progress before the kill",
+            )
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=30)
             kills += 1
@@ -294,15 +381,24 @@ def test_sigkill_during_workload_loses_nothing(mariadb: Any, mariadb_database: s
 
 
 @pytest.mark.slow
-def test_sigkill_inside_100k_row_transaction(mariadb: Any, mariadb_database: str, db: Any, kafka: Any,
-                                             tmp_path: Path, unique_name: Any) -> None:
+def test_sigkill_inside_100k_row_transaction(
+    mariadb: Any, mariadb_database: str, db: Any, kafka: Any, tmp_path: Path, unique_name: Any
+) -> None:
     """One transaction of 100,000 rows, cut into batches of 1,000: SIGKILL while it is half
     delivered, restart, and Delta has every row exactly once (Kafka at least once)."""
     name = unique_name("my")
     total = 100_000
     sql(db, "CREATE TABLE big (id INT PRIMARY KEY, v VARCHAR(20))")
-    cfg = write_config(tmp_path / "c.properties", mariadb, server_id=unique_name.server_id(), db=mariadb_database,
-                       sinks="kafka,delta", kafka=kafka, prefix=name, **{"max.batch.size": "1000"})
+    cfg = write_config(
+        tmp_path / "c.properties",
+        mariadb,
+        server_id=unique_name.server_id(),
+        db=mariadb_database,
+        sinks="kafka,delta",
+        kafka=kafka,
+        prefix=name,
+        **{"max.batch.size": "1000"},
+    )
     run_cli("run", "--config", str(cfg), "--until-caught-up")
     db.begin()
     sql(db, f"INSERT INTO big SELECT seq, CONCAT('row-', seq) FROM seq_1_to_{total}")
@@ -321,8 +417,14 @@ def test_server_restart_while_streaming(mariadb_factory: Any, tmp_path: Path, un
     dbn = server.create_database(unique_name("db"))
     server.execute(f"CREATE TABLE {dbn}.orders (id INT PRIMARY KEY, qty INT)")
     out = tmp_path / "events.jsonl"
-    cfg = write_config(tmp_path / "c.properties", server, server_id=unique_name.server_id(), db=dbn, jsonl=out,
-                       sinks="jsonl,delta")
+    cfg = write_config(
+        tmp_path / "c.properties",
+        server,
+        server_id=unique_name.server_id(),
+        db=dbn,
+        jsonl=out,
+        sinks="jsonl,delta",
+    )
     run_cli("run", "--config", str(cfg), "--until-caught-up")
     proc = popen_cli("run", "--config", str(cfg), log=tmp_path / "run.log")
     try:
@@ -332,8 +434,11 @@ def test_server_restart_while_streaming(mariadb_factory: Any, tmp_path: Path, un
         server.restart()
         for i in range(20, 40):
             server.execute(f"INSERT INTO {dbn}.orders VALUES ({i}, 1)")
-        wait_until(lambda: len({payload(r)["after"]["id"] for r in read_jsonl(out)}) >= 40, timeout=120,
-                   what="events after the server restart")
+        wait_until(
+            lambda: len({payload(r)["after"]["id"] for r in read_jsonl(out)}) >= 40,
+            timeout=120,
+            what="events after the server restart",
+        )
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
     finally:
@@ -343,21 +448,28 @@ def test_server_restart_while_streaming(mariadb_factory: Any, tmp_path: Path, un
     assert len(delta_rows(tmp_path / "warehouse" / "tm" / "changelog", ["op"])) == 40  # exactly once
 
 
-_SERVER_SETTINGS = {"statement_format": {"binlog_format": "STATEMENT"}, "no_log_bin": {"log_bin": False},
-                    "minimal_image": {"binlog_row_image": "MINIMAL"}}
+_SERVER_SETTINGS = {
+    "statement_format": {"binlog_format": "STATEMENT"},
+    "no_log_bin": {"log_bin": False},
+    "minimal_image": {"binlog_row_image": "MINIMAL"},
+}
 
 
-@pytest.mark.parametrize("case, expect", [
-    ("wrong_password", "access denied"),
-    ("statement_format", "binlog_format is STATEMENT"),
-    ("no_log_bin", "binary logging is off"),
-    ("minimal_image", "binlog_row_image is MINIMAL, the connector needs FULL"),
-    ("no_replication_client", "lacks REPLICATION CLIENT\n"),
-    ("no_replication_slave", "lacks REPLICATION SLAVE\n"),
-    ("unreachable", "cannot reach the database"),
-])
-def test_setup_errors_are_one_clear_message(mariadb: Any, mariadb_factory: Any, tmp_path: Path, unique_name: Any,
-                                            case: str, expect: str) -> None:
+@pytest.mark.parametrize(
+    "case, expect",
+    [
+        ("wrong_password", "access denied"),
+        ("statement_format", "binlog_format is STATEMENT"),
+        ("no_log_bin", "binary logging is off"),
+        ("minimal_image", "binlog_row_image is MINIMAL, the connector needs FULL"),
+        ("no_replication_client", "lacks REPLICATION CLIENT\n"),
+        ("no_replication_slave", "lacks REPLICATION SLAVE\n"),
+        ("unreachable", "cannot reach the database"),
+    ],
+)
+def test_setup_errors_are_one_clear_message(
+    mariadb: Any, mariadb_factory: Any, tmp_path: Path, unique_name: Any, case: str, expect: str
+) -> None:
     """Each set-up problem stops the first start with one message and a hint — also an
     unreachable server, which is not retried (errors.max.retries=-1) before it was ever reached."""
     extra: dict[str, Any] = {}
@@ -374,8 +486,14 @@ def test_setup_errors_are_one_clear_message(mariadb: Any, mariadb_factory: Any, 
         extra.update({"database.user": user, "database.password": "pw"})
     else:
         server = mariadb_factory(**_SERVER_SETTINGS[case])
-    cfg = write_config(tmp_path / "c.properties", server, server_id=unique_name.server_id(), db="x",
-                       jsonl=tmp_path / "o.jsonl", **extra)
+    cfg = write_config(
+        tmp_path / "c.properties",
+        server,
+        server_id=unique_name.server_id(),
+        db="x",
+        jsonl=tmp_path / "o.jsonl",
+        **extra,
+    )
     try:
         proc = run_cli("run", "--config", str(cfg), "--until-caught-up", check=False, timeout=60)
     finally:
@@ -395,7 +513,9 @@ def test_purged_binlog_names_the_recovery(mariadb_factory: Any, tmp_path: Path, 
     dbn = server.create_database(unique_name("db"))
     server.execute(f"CREATE TABLE {dbn}.orders (id INT PRIMARY KEY)")
     out = tmp_path / "o.jsonl"
-    cfg = write_config(tmp_path / "c.properties", server, server_id=unique_name.server_id(), db=dbn, jsonl=out)
+    cfg = write_config(
+        tmp_path / "c.properties", server, server_id=unique_name.server_id(), db=dbn, jsonl=out
+    )
     run_cli("run", "--config", str(cfg), "--until-caught-up")
     server.execute(f"INSERT INTO {dbn}.orders VALUES (1)")
     server.execute("FLUSH BINARY LOGS")
@@ -404,6 +524,7 @@ def test_purged_binlog_names_the_recovery(mariadb_factory: Any, tmp_path: Path, 
     def purged() -> bool:  # the server keeps a file a (just ended) dump thread still has open
         server.execute(f"PURGE BINARY LOGS TO '{newest}'")
         return server.query("SHOW BINARY LOGS")[0][0] == newest
+
     wait_until(purged, timeout=30, what="old binlogs purged")
     proc = run_cli("run", "--config", str(cfg), "--until-caught-up", check=False, timeout=60)
     assert proc.returncode == 1

@@ -29,23 +29,46 @@ def _name(cn: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
 
 
-def _cert(subject: str, key: Any, issuer: tuple[str, Any] | None, *, ca: bool = False,
-          san: list[x509.GeneralName] | None = None) -> x509.Certificate:
+def _cert(
+    subject: str,
+    key: Any,
+    issuer: tuple[str, Any] | None,
+    *,
+    ca: bool = False,
+    san: list[x509.GeneralName] | None = None,
+) -> x509.Certificate:
     now = dt.datetime.now(dt.UTC)
     issuer_name, issuer_key = (subject, key) if issuer is None else issuer
-    b = (x509.CertificateBuilder().subject_name(_name(subject)).issuer_name(_name(issuer_name))
-         .public_key(key.public_key()).serial_number(x509.random_serial_number())
-         .not_valid_before(now - dt.timedelta(days=1)).not_valid_after(now + dt.timedelta(days=30))
-         .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+    b = (
+        x509.CertificateBuilder()
+        .subject_name(_name(subject))
+        .issuer_name(_name(issuer_name))
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(days=1))
+        .not_valid_after(now + dt.timedelta(days=30))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+    )
     if ca:
-        b = b.add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                          content_commitment=False, key_encipherment=False, data_encipherment=False,
-                                          key_agreement=False, encipher_only=False, decipher_only=False),
-                            critical=True)
+        b = b.add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
         b = b.add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
     else:
-        b = b.add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer_key.public_key()),
-                            critical=False)
+        b = b.add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer_key.public_key()), critical=False
+        )
     if san:
         b = b.add_extension(x509.SubjectAlternativeName(san), critical=False)
     return b.sign(issuer_key, hashes.SHA256())
@@ -57,8 +80,9 @@ def _pem(path: Path, *items: Any) -> Path:
         if isinstance(it, x509.Certificate):
             out += it.public_bytes(serialization.Encoding.PEM)
         else:
-            out += it.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                    serialization.NoEncryption())
+            out += it.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
     path.write_bytes(out)
     return path
 
@@ -71,8 +95,12 @@ class Pki:
         other_key = ec.generate_private_key(ec.SECP256R1())
         self.other_ca = _cert("another CA", other_key, None, ca=True)
         self.server_key = ec.generate_private_key(ec.SECP256R1())
-        self.server = _cert("mariadb", self.server_key, ("tidemark test CA", self.ca_key),
-                            san=[x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
+        self.server = _cert(
+            "mariadb",
+            self.server_key,
+            ("tidemark test CA", self.ca_key),
+            san=[x509.IPAddress(ipaddress.ip_address("127.0.0.1"))],
+        )
         self.client_key = ec.generate_private_key(ec.SECP256R1())
         self.client = _cert("tidemark client", self.client_key, ("tidemark test CA", self.ca_key))
         self.ca_pem = _pem(d / "ca.pem", self.ca)
@@ -81,11 +109,17 @@ class Pki:
         self.server_key_pem = _pem(d / "server-key.pem", self.server_key)
         self.client_pem = _pem(d / "client.pem", self.client, self.client_key)
         self.trust_p12 = d / "trust.p12"
-        self.trust_p12.write_bytes(pkcs12.serialize_key_and_certificates(
-            None, None, None, [self.ca], serialization.BestAvailableEncryption(b"storepw")))
+        self.trust_p12.write_bytes(
+            pkcs12.serialize_key_and_certificates(
+                None, None, None, [self.ca], serialization.BestAvailableEncryption(b"storepw")
+            )
+        )
         self.client_p12 = d / "client.p12"
-        self.client_p12.write_bytes(pkcs12.serialize_key_and_certificates(
-            b"client", self.client_key, self.client, None, serialization.BestAvailableEncryption(b"keypw")))
+        self.client_p12.write_bytes(
+            pkcs12.serialize_key_and_certificates(
+                b"client", self.client_key, self.client, None, serialization.BestAvailableEncryption(b"keypw")
+            )
+        )
 
 
 @pytest.fixture
@@ -111,9 +145,19 @@ def _cipher(conn: pymysql.connections.Connection) -> str:
 # SecureConnectionMode; MariaDbConnectorConfig.MariaDbSecureConnectionMode, mapped onto the MySQL
 # modes as MariaDbStreamingChangeEventSource.sslModeFor does): value → the mode tls.py applies.
 SSL_MODES = {
-    "mysql": {"disabled": "disabled", "preferred": "preferred", "required": "required", "verify_ca": "verify_ca",
-              "verify_identity": "verify_identity"},
-    "mariadb": {"disable": "disabled", "trust": "required", "verify-ca": "verify_ca", "verify-full": "verify_identity"},
+    "mysql": {
+        "disabled": "disabled",
+        "preferred": "preferred",
+        "required": "required",
+        "verify_ca": "verify_ca",
+        "verify_identity": "verify_identity",
+    },
+    "mariadb": {
+        "disable": "disabled",
+        "trust": "required",
+        "verify-ca": "verify_ca",
+        "verify-full": "verify_identity",
+    },
 }
 DEFAULT_SSL_MODE = {"mysql": "preferred", "mariadb": "disabled"}
 
@@ -122,13 +166,21 @@ def test_ssl_mode_values_per_connector_class(tmp_path: Path, pki: Pki) -> None:
     """Every value of each connector class is accepted by the configuration and applied as its
     TLS behaviour; the other class's spelling is refused (as Debezium refuses it), and the default
     is Debezium's (MySQL `preferred`, MariaDB `disable`)."""
-    base = {"database.hostname": "127.0.0.1", "database.user": "u", "topic.prefix": "p",
-            "snapshot.mode": "no_data", "debezium.sink.type": "jsonl", "debezium.sink.jsonl.path": "-",
-            "database.ssl.truststore": str(pki.ca_pem)}
+    base = {
+        "database.hostname": "127.0.0.1",
+        "database.user": "u",
+        "topic.prefix": "p",
+        "snapshot.mode": "no_data",
+        "debezium.sink.type": "jsonl",
+        "debezium.sink.jsonl.path": "-",
+        "database.ssl.truststore": str(pki.ca_pem),
+    }
     for connector, modes in SSL_MODES.items():
         for value, mode in modes.items():
             for spelled in (value, value.upper()):
-                cfg = config.from_mapping({**base, "connector.class": connector, "database.ssl.mode": spelled})
+                cfg = config.from_mapping(
+                    {**base, "connector.class": connector, "database.ssl.mode": spelled}
+                )
                 settings = setup.settings_from_props(cfg.source)
                 assert settings.ssl_mode == mode, (connector, spelled)
                 assert (settings.ssl_context is None) == (mode in ("disabled", "preferred"))
@@ -140,7 +192,9 @@ def test_ssl_mode_values_per_connector_class(tmp_path: Path, pki: Pki) -> None:
         for value in other:
             if value in modes:
                 continue
-            with pytest.raises(ConfigError, match=f"database.ssl.mode={value} is not one of {', '.join(modes)}"):
+            with pytest.raises(
+                ConfigError, match=f"database.ssl.mode={value} is not one of {', '.join(modes)}"
+            ):
                 config.from_mapping({**base, "connector.class": connector, "database.ssl.mode": value})
         cfg = config.from_mapping({**base, "connector.class": connector})
         assert setup.settings_from_props(cfg.source).ssl_mode == DEFAULT_SSL_MODE[connector]
@@ -149,9 +203,15 @@ def test_ssl_mode_values_per_connector_class(tmp_path: Path, pki: Pki) -> None:
 def test_modes_against_a_server_without_tls(mariadb: Any) -> None:
     """Errors and hints spell modes the way the configuration does."""
     assert str(mariadb.variable("have_ssl")).upper() != "YES"
-    for mode, plain in (("required", "preferred or disabled"), ("verify_ca", "preferred or disabled"),
-                        ("trust", "disable"), ("verify-full", "disable")):
-        with pytest.raises(TerminalError, match=f"does not offer TLS, but database.ssl.mode={mode} requires") as err:
+    for mode, plain in (
+        ("required", "preferred or disabled"),
+        ("verify_ca", "preferred or disabled"),
+        ("trust", "disable"),
+        ("verify-full", "disable"),
+    ):
+        with pytest.raises(
+            TerminalError, match=f"does not offer TLS, but database.ssl.mode={mode} requires"
+        ) as err:
             _connect(mariadb, **{"database.ssl.mode": mode})
         assert f"database.ssl.mode={plain}" in (err.value.hint or "")
     for mode in ("disabled", "disable", "preferred"):
@@ -160,35 +220,55 @@ def test_modes_against_a_server_without_tls(mariadb: Any) -> None:
 
 
 def test_modes_against_a_tls_server(mariadb_factory: Any, pki: Pki, tmp_path: Path, unique_name: Any) -> None:
-    server = mariadb_factory(ssl_ca=str(pki.ca_pem), ssl_cert=str(pki.server_pem), ssl_key=str(pki.server_key_pem))
+    server = mariadb_factory(
+        ssl_ca=str(pki.ca_pem), ssl_cert=str(pki.server_pem), ssl_key=str(pki.server_key_pem)
+    )
     assert str(server.variable("have_ssl")).upper() == "YES"
     ca = {"database.ssl.truststore": str(pki.ca_pem)}
     # disabled stays plain although the server offers TLS; every other mode encrypts.
     with contextlib.closing(_connect(server, **{"database.ssl.mode": "disabled"})) as conn:
         assert _cipher(conn) == ""
-    for props in ({"database.ssl.mode": "preferred"}, {"database.ssl.mode": "required"},
-                  {"database.ssl.mode": "trust"}, {"database.ssl.mode": "verify_ca", **ca},
-                  {"database.ssl.mode": "verify-ca", "database.ssl.truststore": str(pki.trust_p12),
-                   "database.ssl.truststore.password": "storepw"},
-                  {"database.ssl.mode": "verify_identity", **ca}, {"database.ssl.mode": "verify-full", **ca}):
+    for props in (
+        {"database.ssl.mode": "preferred"},
+        {"database.ssl.mode": "required"},
+        {"database.ssl.mode": "trust"},
+        {"database.ssl.mode": "verify_ca", **ca},
+        {
+            "database.ssl.mode": "verify-ca",
+            "database.ssl.truststore": str(pki.trust_p12),
+            "database.ssl.truststore.password": "storepw",
+        },
+        {"database.ssl.mode": "verify_identity", **ca},
+        {"database.ssl.mode": "verify-full", **ca},
+    ):
         with contextlib.closing(_connect(server, **props)) as conn:
             assert _cipher(conn), props
     # A certificate from another CA, or one that does not name the host, is refused clearly.
-    with pytest.raises(TerminalError, match=r"TLS with 127\.0\.0\.1:\d+ failed \(database.ssl.mode=verify_ca\)"):
-        _connect(server, **{"database.ssl.mode": "verify_ca", "database.ssl.truststore": str(pki.other_ca_pem)})
+    with pytest.raises(
+        TerminalError, match=r"TLS with 127\.0\.0\.1:\d+ failed \(database.ssl.mode=verify_ca\)"
+    ):
+        _connect(
+            server, **{"database.ssl.mode": "verify_ca", "database.ssl.truststore": str(pki.other_ca_pem)}
+        )
     with pytest.raises(TerminalError, match="TLS with .* failed") as err:
         _connect(server, **{"database.ssl.mode": "verify_identity", "database.hostname": "localhost", **ca})
     assert "name database.hostname" in (err.value.hint or "")
     assert "database.ssl.mode=required encrypts" in (err.value.hint or "")
     with pytest.raises(TerminalError, match=r"TLS with .* failed \(database.ssl.mode=verify-full\)") as err:
         _connect(server, **{"database.ssl.mode": "verify-full", "database.hostname": "localhost", **ca})
-    assert "verify-full also needs" in (err.value.hint or "") and "database.ssl.mode=trust encrypts" in err.value.hint
+    assert (
+        "verify-full also needs" in (err.value.hint or "")
+        and "database.ssl.mode=trust encrypts" in err.value.hint
+    )
     # verify_ca checks the chain only: "localhost" is not in the certificate, and that is fine.
-    with contextlib.closing(_connect(server, **{"database.ssl.mode": "verify_ca", "database.hostname": "localhost",
-                                                **ca})) as conn:
+    with contextlib.closing(
+        _connect(server, **{"database.ssl.mode": "verify_ca", "database.hostname": "localhost", **ca})
+    ) as conn:
         assert _cipher(conn)
     # The binlog stream uses the same settings: it reads over TLS too.
-    settings = setup.settings_from_props(dict(server.props(), **{"database.ssl.mode": "verify_identity", **ca}))
+    settings = setup.settings_from_props(
+        dict(server.props(), **{"database.ssl.mode": "verify_identity", **ca})
+    )
     stream = BinlogStream(settings, unique_name.server_id(), lambda db, t: None, blocking=False)
     try:
         first = next(iter(stream.events()))
@@ -200,11 +280,17 @@ def test_modes_against_a_tls_server(mariadb_factory: Any, pki: Pki, tmp_path: Pa
 def test_client_certificate_from_the_keystore(mariadb_factory: Any, pki: Pki, unique_name: Any) -> None:
     """database.ssl.keystore holds the client certificate and key (PEM or PKCS12) for users that
     REQUIRE X509."""
-    server = mariadb_factory(ssl_ca=str(pki.ca_pem), ssl_cert=str(pki.server_pem), ssl_key=str(pki.server_key_pem))
+    server = mariadb_factory(
+        ssl_ca=str(pki.ca_pem), ssl_cert=str(pki.server_pem), ssl_key=str(pki.server_key_pem)
+    )
     user = unique_name("x509")
     server.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'pw' REQUIRE X509")
-    props = {"database.user": user, "database.password": "pw", "database.ssl.mode": "verify_identity",
-             "database.ssl.truststore": str(pki.ca_pem)}
+    props = {
+        "database.user": user,
+        "database.password": "pw",
+        "database.ssl.mode": "verify_identity",
+        "database.ssl.truststore": str(pki.ca_pem),
+    }
     with pytest.raises(TerminalError, match="access denied"):
         _connect(server, **props)
     for store, password in ((pki.client_pem, None), (pki.client_p12, "keypw")):
@@ -214,16 +300,25 @@ def test_client_certificate_from_the_keystore(mariadb_factory: Any, pki: Pki, un
         with contextlib.closing(_connect(server, **props, **extra)) as conn:
             assert _cipher(conn)
     with pytest.raises(TerminalError, match="database.ssl.keystore .* PKCS12 file that opens with"):
-        _connect(server, **props, **{"database.ssl.keystore": str(pki.client_p12),
-                                     "database.ssl.keystore.password": "wrong"})
+        _connect(
+            server,
+            **props,
+            **{"database.ssl.keystore": str(pki.client_p12), "database.ssl.keystore.password": "wrong"},
+        )
 
 
 def test_java_key_stores_are_refused_with_the_conversion(tmp_path: Path) -> None:
     jks = tmp_path / "truststore.jks"
     jks.write_bytes(b"\xfe\xed\xfe\xed\x00\x00\x00\x02" + b"\x00" * 32)
-    props = {"database.hostname": "127.0.0.1", "database.ssl.mode": "verify_ca", "database.ssl.truststore": str(jks),
-             "database.ssl.truststore.password": "changeit"}
-    with pytest.raises(TerminalError, match="is a Java KeyStore \\(JKS\\); Tidemark reads PEM or PKCS12") as err:
+    props = {
+        "database.hostname": "127.0.0.1",
+        "database.ssl.mode": "verify_ca",
+        "database.ssl.truststore": str(jks),
+        "database.ssl.truststore.password": "changeit",
+    }
+    with pytest.raises(
+        TerminalError, match="is a Java KeyStore \\(JKS\\); Tidemark reads PEM or PKCS12"
+    ) as err:
         setup.settings_from_props(props)
     assert "keytool -importkeystore" in (err.value.hint or "") and "changeit" not in str(err.value)
     with pytest.raises(TerminalError, match="cannot be read"):

@@ -51,26 +51,33 @@ def test_the_fixture_statements_are_still_unparseable() -> None:
             p.apply(sql, "d")
 
 
-def test_start_with_uncaptured_inet6_and_unparseable_tables(mariadb: Any, mariadb_database: str, other_db: str,
-                                                          tmp_path: Path, unique_name: Any) -> None:
+def test_start_with_uncaptured_inet6_and_unparseable_tables(
+    mariadb: Any, mariadb_database: str, other_db: str, tmp_path: Path, unique_name: Any
+) -> None:
     """The issue's repro through the CLI: `other.x(id, ip inet6)` and an unparseable table in a
     database outside database.include.list; a fresh `run --until-caught-up` starts and streams."""
     mariadb.execute("CREATE TABLE x (id INT PRIMARY KEY, ip INET6)", database=other_db)
     mariadb.execute(UNPARSEABLE_CREATE.format(t="sv"), database=other_db)
     mariadb.execute("CREATE TABLE items (id INT PRIMARY KEY)", database=mariadb_database)
     out = tmp_path / "out.jsonl"
-    cfg = write_config(tmp_path / "c.properties", mariadb, server_id=unique_name.server_id(), db=mariadb_database,
-                       jsonl=out)
+    cfg = write_config(
+        tmp_path / "c.properties", mariadb, server_id=unique_name.server_id(), db=mariadb_database, jsonl=out
+    )
     first = run_cli("run", "--config", str(cfg), "--until-caught-up")
-    assert "WITH SYSTEM VERSIONING" in first.stderr and f"{other_db}.sv is not captured" in first.stderr, first.stderr
+    assert "WITH SYSTEM VERSIONING" in first.stderr and f"{other_db}.sv is not captured" in first.stderr, (
+        first.stderr
+    )
     mariadb.execute("INSERT INTO items VALUES (1)", database=mariadb_database)
     mariadb.execute("INSERT INTO x VALUES (1, '::1')", database=other_db)
     run_cli("run", "--config", str(cfg), "--until-caught-up")
-    assert [r["value"]["payload"]["after"] for r in read_jsonl(out) if r["topic"].endswith(".items")] == [{"id": 1}]
+    assert [r["value"]["payload"]["after"] for r in read_jsonl(out) if r["topic"].endswith(".items")] == [
+        {"id": 1}
+    ]
 
 
-def test_uncaptured_ddl_mid_stream_is_skipped(mariadb: Any, mariadb_database: str, other_db: str, tmp_path: Path,
-                                              unique_name: Any, caplog: Any) -> None:
+def test_uncaptured_ddl_mid_stream_is_skipped(
+    mariadb: Any, mariadb_database: str, other_db: str, tmp_path: Path, unique_name: Any, caplog: Any
+) -> None:
     db = mariadb_database
     mariadb.execute("CREATE TABLE items (id INT PRIMARY KEY)", database=db)
     _, src = started_source(mariadb, tmp_path, unique_name, db)
@@ -91,8 +98,9 @@ def test_uncaptured_ddl_mid_stream_is_skipped(mariadb: Any, mariadb_database: st
     assert src.tables.get(other_db, "y") is not None  # parseable uncaptured DDL is still applied
 
 
-def test_unparseable_ddl_of_a_captured_table_still_stops(mariadb: Any, mariadb_database: str, tmp_path: Path,
-                                                         unique_name: Any) -> None:
+def test_unparseable_ddl_of_a_captured_table_still_stops(
+    mariadb: Any, mariadb_database: str, tmp_path: Path, unique_name: Any
+) -> None:
     db = mariadb_database
     mariadb.execute("CREATE TABLE items (id INT PRIMARY KEY)", database=db)
     _, src = started_source(mariadb, tmp_path, unique_name, db)
@@ -105,14 +113,15 @@ def test_unparseable_ddl_of_a_captured_table_still_stops(mariadb: Any, mariadb_d
     assert "schema.history.internal.skip.unparseable.ddl=true" in (err.value.hint or "")
 
 
-def test_skip_unparseable_ddl_applies_to_the_start_up_schema_read(mariadb: Any, mariadb_database: str,
-                                                                  tmp_path: Path, unique_name: Any,
-                                                                  caplog: Any) -> None:
+def test_skip_unparseable_ddl_applies_to_the_start_up_schema_read(
+    mariadb: Any, mariadb_database: str, tmp_path: Path, unique_name: Any, caplog: Any
+) -> None:
     db = mariadb_database
     mariadb.execute(UNPARSEABLE_CREATE.format(t="sv"), database=db)
     mariadb.execute("CREATE TABLE items (id INT PRIMARY KEY)", database=db)
-    cfg = source_config(mariadb, tmp_path / "a", unique_name("conn"), unique_name.server_id(),
-                        **{"database.include.list": db})
+    cfg = source_config(
+        mariadb, tmp_path / "a", unique_name("conn"), unique_name.server_id(), **{"database.include.list": db}
+    )
     src = MySqlSource(cfg, until_caught_up=True)
     try:
         with pytest.raises(TerminalError, match=f"the definition of {db}.sv cannot be parsed") as err:
@@ -121,8 +130,9 @@ def test_skip_unparseable_ddl_applies_to_the_start_up_schema_read(mariadb: Any, 
         src.close()
     assert "schema.history.internal.skip.unparseable.ddl=true" in (err.value.hint or "")
     with caplog.at_level(logging.WARNING, logger="connectors"):
-        _, src = started_source(mariadb, tmp_path / "b", unique_name, db,
-                                **{"schema.history.internal.skip.unparseable.ddl": True})
+        _, src = started_source(
+            mariadb, tmp_path / "b", unique_name, db, **{"schema.history.internal.skip.unparseable.ddl": True}
+        )
     try:
         assert src.tables.get(db, "sv") is None and src.tables.get(db, "items") is not None
         assert any("skip.unparseable.ddl=true" in m and f"{db}.sv" in m for m in caplog.messages)
@@ -130,8 +140,9 @@ def test_skip_unparseable_ddl_applies_to_the_start_up_schema_read(mariadb: Any, 
         src.close()
 
 
-def test_store_only_captured_tables_and_databases(mariadb: Any, mariadb_database: str, other_db: str,
-                                                  tmp_path: Path, unique_name: Any) -> None:
+def test_store_only_captured_tables_and_databases(
+    mariadb: Any, mariadb_database: str, other_db: str, tmp_path: Path, unique_name: Any
+) -> None:
     db = mariadb_database
     mariadb.execute("CREATE TABLE items (id INT PRIMARY KEY)", database=db)
     mariadb.execute("CREATE TABLE skipped (id INT PRIMARY KEY)", database=db)
@@ -139,8 +150,13 @@ def test_store_only_captured_tables_and_databases(mariadb: Any, mariadb_database
 
     def history(**extra: Any) -> tuple[set[str], set[str], Any]:
         """(tables, databases) the start-up schema read recorded, and the open source."""
-        _, src = started_source(mariadb, tmp_path / unique_name("w"), unique_name, db,
-                                **{"table.include.list": f"{db}.items", **extra})
+        _, src = started_source(
+            mariadb,
+            tmp_path / unique_name("w"),
+            unique_name,
+            db,
+            **{"table.include.list": f"{db}.items", **extra},
+        )
         rows = src.history.records()
         tables = {f"{c['db']}.{c['table']}" for r in rows for c in orjson.loads(r["table_changes"])}
         return tables, {r["db"] for r in rows}, src
@@ -166,13 +182,15 @@ def test_store_only_captured_tables_and_databases(mariadb: Any, mariadb_database
     assert other_db not in dbs
 
 
-def test_filters_matching_no_table_warn_at_start(mariadb: Any, mariadb_database: str, tmp_path: Path,
-                                                 unique_name: Any, caplog: Any) -> None:
+def test_filters_matching_no_table_warn_at_start(
+    mariadb: Any, mariadb_database: str, tmp_path: Path, unique_name: Any, caplog: Any
+) -> None:
     db = mariadb_database
     mariadb.execute("CREATE TABLE items (id INT PRIMARY KEY)", database=db)
     with caplog.at_level(logging.WARNING, logger="connectors"):
-        _, src = started_source(mariadb, tmp_path / "a", unique_name, "no_such_db",
-                                **{"table.include.list": "no_such_db.t.*"})
+        _, src = started_source(
+            mariadb, tmp_path / "a", unique_name, "no_such_db", **{"table.include.list": "no_such_db.t.*"}
+        )
         src.close()
     warned = [m for m in caplog.messages if m.startswith("no table on the server is captured")]
     assert len(warned) == 1

@@ -42,14 +42,23 @@ def test_two_names_becoming_one_stop_the_connector(caplog: pytest.LogCaptureFixt
         assert adjust("tm.public.a-b.Value") == adjust("tm.public.a-b.Value") == "tm.public.a_b.Value"
     assert caplog.text.count("not a valid Avro name") == 1  # once per name
     assert adjust("tm.public.a_b.Value") == "tm.public.a_b.Value"  # already valid: no conflict
-    with pytest.raises(TerminalError, match=r"schema.name.adjustment.mode=avro: the schema names "
-                                            r"'tm.public.a b.Value' and 'tm.public.a-b.Value' both become"):
+    with pytest.raises(
+        TerminalError,
+        match=r"schema.name.adjustment.mode=avro: the schema names "
+        r"'tm.public.a b.Value' and 'tm.public.a-b.Value' both become",
+    ):
         adjust("tm.public.a b.Value")
 
 
 def test_namer_reads_the_properties() -> None:
-    namer = TopicNamer.from_source("tm", {"schema.name.adjustment.mode": "avro_unicode",
-                                          "field.name.adjustment.mode": "avro", "topic.delimiter": "."})
+    namer = TopicNamer.from_source(
+        "tm",
+        {
+            "schema.name.adjustment.mode": "avro_unicode",
+            "field.name.adjustment.mode": "avro",
+            "topic.delimiter": ".",
+        },
+    )
     assert (namer.schema_name.mode, namer.field_name.mode) == ("avro_unicode", "avro")
     assert namer.data_topic("db", "odd-name") == "tm.db.odd-name"  # topics are not adjusted
 
@@ -58,10 +67,20 @@ def test_mysql_names_adjusted(mariadb: Any, mariadb_database: str, unique_name: 
     dbn = mariadb_database
     mariadb.execute(f"CREATE TABLE {dbn}.`odd-name` (`1st` INT PRIMARY KEY, `a-b` TEXT, ok TEXT)")
     out = tmp_path / "events.jsonl"
-    cfg = write_config(tmp_path / "c.properties", mariadb, server_id=unique_name.server_id(), db=dbn, jsonl=out,
-                       prefix="nm", **{"schema.name.adjustment.mode": "avro", "field.name.adjustment.mode": "avro",
-                                       "column.exclude.list": rf"{dbn}\.odd-name\.ok",
-                                       "message.key.columns": f"{dbn}.odd-name:1st,a-b"})
+    cfg = write_config(
+        tmp_path / "c.properties",
+        mariadb,
+        server_id=unique_name.server_id(),
+        db=dbn,
+        jsonl=out,
+        prefix="nm",
+        **{
+            "schema.name.adjustment.mode": "avro",
+            "field.name.adjustment.mode": "avro",
+            "column.exclude.list": rf"{dbn}\.odd-name\.ok",
+            "message.key.columns": f"{dbn}.odd-name:1st,a-b",
+        },
+    )
     run_cli("run", "--config", str(cfg), "--until-caught-up")
     mariadb.execute(f"INSERT INTO {dbn}.`odd-name` VALUES (1, 'x', 'y')")
     run_cli("run", "--config", str(cfg), "--until-caught-up")

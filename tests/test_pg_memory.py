@@ -26,7 +26,9 @@ def _tail_has(path: Path, needle: bytes) -> bool:
         return needle in f.read()
 
 
-def test_50mb_text_value_in_bounded_memory(pg: Any, pg_database: str, tmp_path: Path, unique_name: Any) -> None:
+def test_50mb_text_value_in_bounded_memory(
+    pg: Any, pg_database: str, tmp_path: Path, unique_name: Any
+) -> None:
     conn = pg.connect(dbname=pg_database)
     cur = conn.cursor()
     cur.execute("CREATE TABLE big (id int PRIMARY KEY, v text)")
@@ -36,16 +38,30 @@ def test_50mb_text_value_in_bounded_memory(pg: Any, pg_database: str, tmp_path: 
     log = tmp_path / "run.log"
     proc = popen_cli("run", "--config", str(cfg), log=log)
     try:
-        wait_until(lambda: pg.scalar("SELECT count(*) FROM pg_stat_replication WHERE application_name = "
-                                     "'tidemark' AND reply_time IS NOT NULL") >= 1, timeout=60, what="streaming")
+        wait_until(
+            lambda: (
+                pg.scalar(
+                    "SELECT count(*) FROM pg_stat_replication WHERE application_name = "
+                    "'tidemark' AND reply_time IS NOT NULL"
+                )
+                >= 1
+            ),
+            timeout=60,
+            what="streaming",
+        )
         # One change through the whole path first, until its offset is stored and confirmed:
         # the first offset save loads delta-rs (some 70 MB), which is no part of the value's cost.
         cur.execute("INSERT INTO big VALUES (0, 'warm-up')")
         cur.execute("SELECT pg_current_wal_lsn()")
         warm_lsn = cur.fetchone()[0]
-        wait_until(lambda: pg.scalar("SELECT confirmed_flush_lsn >= %s::pg_lsn FROM pg_replication_slots "
-                                     "WHERE slot_name = %s", (warm_lsn, slot)), timeout=60,
-                   what="the warm-up row stored and confirmed")
+        wait_until(
+            lambda: pg.scalar(
+                "SELECT confirmed_flush_lsn >= %s::pg_lsn FROM pg_replication_slots WHERE slot_name = %s",
+                (warm_lsn, slot),
+            ),
+            timeout=60,
+            what="the warm-up row stored and confirmed",
+        )
         idle = rss_kb(proc.pid)
         cur.execute("INSERT INTO big SELECT 1, repeat('abcdefghij', %s)", (SIZE // 10,))
         cur.execute("INSERT INTO big VALUES (2, 'after')")
@@ -61,4 +77,6 @@ def test_50mb_text_value_in_bounded_memory(pg: Any, pg_database: str, tmp_path: 
     assert len(values[1]) == SIZE and values[2] == "after"
     grew = peak - idle
     print(f"50 MB value: peak RSS {peak // 1024} MB, {grew // 1024} MB above idle ({idle // 1024} MB)")
-    assert grew < BOUND_KB, f"a 50 MB value took {grew // 1024} MB above idle RSS (bound {BOUND_KB // 1024} MB)"
+    assert grew < BOUND_KB, (
+        f"a 50 MB value took {grew // 1024} MB above idle RSS (bound {BOUND_KB // 1024} MB)"
+    )

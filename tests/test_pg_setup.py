@@ -32,13 +32,21 @@ def _exec(conn: Any, *stmts: str) -> None:
 
 # --------------------------------------------------------------------------- connecting
 def test_wrong_password(pg: Any) -> None:
-    with pytest.raises(TerminalError, match=f"authentication failed for user {pg.user}: check database.password"):
+    with pytest.raises(
+        TerminalError, match=f"authentication failed for user {pg.user}: check database.password"
+    ):
         setup.connect(_params(pg, **{"database.password": "wrong"}))
 
 
 def test_params_repr_hides_secrets() -> None:
-    p = PgConnParams.from_props({"database.hostname": "db.example", "database.password": "s3cr3t-pw",
-                                 "database.sslpassword": "key-pass-77", "database.sslcert": "/c.pem"})
+    p = PgConnParams.from_props(
+        {
+            "database.hostname": "db.example",
+            "database.password": "s3cr3t-pw",
+            "database.sslpassword": "key-pass-77",
+            "database.sslcert": "/c.pem",
+        }
+    )
     text = repr(p) + str(p)
     assert "db.example" in text
     assert "s3cr3t-pw" not in text and "key-pass-77" not in text
@@ -78,7 +86,9 @@ def test_wal_level_replica(pg_factory: Any) -> None:
 
 def test_role_without_replication(pg: Any, db: Any, pg_database: str, unique_name: Any) -> None:
     role = unique_name("norepl")
-    _exec(db, f"CREATE ROLE {role} LOGIN PASSWORD 'pw'", f'GRANT CONNECT ON DATABASE "{pg_database}" TO {role}')
+    _exec(
+        db, f"CREATE ROLE {role} LOGIN PASSWORD 'pw'", f'GRANT CONNECT ON DATABASE "{pg_database}" TO {role}'
+    )
     try:
         params = _params(
             pg, **{"database.user": role, "database.password": "pw", "database.dbname": pg_database}
@@ -183,13 +193,17 @@ def test_check_resume() -> None:
         assert "tidemark offsets reset --config FILE --yes" in text and "are lost" in text
         assert "snapshot.mode=initial" not in text and "always" not in text  # modes the config refuses today
     assert "creates the slot" in str(gone)
-    lost = setup.check_resume(SlotInfo("s", "pgoutput", "logical", "db", False, None, 100, 200, "lost"), 150, "s")
+    lost = setup.check_resume(
+        SlotInfo("s", "pgoutput", "logical", "db", False, None, 100, 200, "lost"), 150, "s"
+    )
     assert lost is not None and "pg_drop_replication_slot('s')" in str(lost)
 
 
 # --------------------------------------------------------------------------- publications
 def test_publication_modes(db: Any, unique_name: Any) -> None:
-    _exec(db, "CREATE TABLE a (id int PRIMARY KEY)", "CREATE TABLE b (id int PRIMARY KEY)", "CREATE SCHEMA s2")
+    _exec(
+        db, "CREATE TABLE a (id int PRIMARY KEY)", "CREATE TABLE b (id int PRIMARY KEY)", "CREATE SCHEMA s2"
+    )
     _exec(db, 'CREATE TABLE s2."Mixed Case" (id int PRIMARY KEY)')
 
     def published(pub: str) -> set[tuple[str, str]]:
@@ -217,7 +231,9 @@ def test_publication_modes(db: Any, unique_name: Any) -> None:
     missing = unique_name("pub")
     with pytest.raises(TerminalError) as err:
         setup.ensure_publication(db, missing, "disabled")
-    assert f"publication {missing} does not exist and publication.autocreate.mode is disabled" in str(err.value)
+    assert f"publication {missing} does not exist and publication.autocreate.mode is disabled" in str(
+        err.value
+    )
     assert f"CREATE PUBLICATION {missing}" in str(err.value)
 
 
@@ -258,8 +274,11 @@ def test_publish_via_partition_root(db: Any, unique_name: Any, caplog: pytest.Lo
     """publish.via.partition.root: the publication is created WITH (publish_via_partition_root =
     true) in every autocreate mode, as Debezium 3.6 creates it; an existing one is left alone
     with a warning when its setting differs."""
-    _exec(db, "CREATE TABLE m (id int, k int, PRIMARY KEY (id, k)) PARTITION BY RANGE (k)",
-          "CREATE TABLE m1 PARTITION OF m FOR VALUES FROM (0) TO (10)")
+    _exec(
+        db,
+        "CREATE TABLE m (id int, k int, PRIMARY KEY (id, k)) PARTITION BY RANGE (k)",
+        "CREATE TABLE m1 PARTITION OF m FOR VALUES FROM (0) TO (10)",
+    )
 
     def via_root(pub: str) -> bool:
         with db.cursor() as cur:

@@ -15,8 +15,11 @@ from pgcdc import payload, popen_cli, read_jsonl, run_cli, write_config
 
 
 def _created_ids(out: Path) -> list[int]:
-    return [payload(r)["after"]["id"] for r in read_jsonl(out)
-            if r["topic"] == "tm.public.t" and r["value"] is not None and payload(r)["op"] == "c"]
+    return [
+        payload(r)["after"]["id"]
+        for r in read_jsonl(out)
+        if r["topic"] == "tm.public.t" and r["value"] is not None and payload(r)["op"] == "c"
+    ]
 
 
 def _insert(server: Any, ids: range) -> None:
@@ -25,20 +28,31 @@ def _insert(server: Any, ids: range) -> None:
 
 
 @pytest.mark.parametrize("state", ["idle", "after_changes"])
-def test_fast_shutdown_is_not_held_up_and_streaming_resumes(pg_factory: Any, tmp_path: Path, state: str) -> None:
+def test_fast_shutdown_is_not_held_up_and_streaming_resumes(
+    pg_factory: Any, tmp_path: Path, state: str
+) -> None:
     server = pg_factory()
     server.execute("CREATE TABLE t (id int PRIMARY KEY, v text)")
     out = tmp_path / "events.jsonl"
-    cfg = write_config(tmp_path / "c.properties", server, slot="fast_stop", jsonl=out,
-                       **{"status.update.interval.ms": 1000})
+    cfg = write_config(
+        tmp_path / "c.properties", server, slot="fast_stop", jsonl=out, **{"status.update.interval.ms": 1000}
+    )
     log = tmp_path / "run.log"
     proc = popen_cli("run", "--config", str(cfg), log=log)
     try:
         # Settled: the connector has answered the walsender for over a second (a stop at the very
         # first moment, before anything was read, says nothing).
-        wait_until(lambda: server.scalar("SELECT count(*) FROM pg_stat_replication "
-                                         "WHERE reply_time > backend_start + interval '1.5 s'") == 1,
-                   timeout=60, what="connector streaming")
+        wait_until(
+            lambda: (
+                server.scalar(
+                    "SELECT count(*) FROM pg_stat_replication "
+                    "WHERE reply_time > backend_start + interval '1.5 s'"
+                )
+                == 1
+            ),
+            timeout=60,
+            what="connector streaming",
+        )
         first = range(0)
         if state == "after_changes":
             first = range(50)
@@ -47,15 +61,20 @@ def test_fast_shutdown_is_not_held_up_and_streaming_resumes(pg_factory: Any, tmp
         t0 = time.monotonic()
         stopped = server.stop("fast", timeout=20)
         took = time.monotonic() - t0
-        assert stopped, f"pg_ctl -m fast stop did not finish in 20 s with the connector attached\n{log.read_text()}"
+        assert stopped, (
+            f"pg_ctl -m fast stop did not finish in 20 s with the connector attached\n{log.read_text()}"
+        )
         assert took < 5, f"fast shutdown took {took:.1f} s"
         assert proc.poll() is None, log.read_text()[-3000:]
 
         server.start()
         second = range(len(first), len(first) + 50)
         _insert(server, second)
-        wait_until(lambda: len(_created_ids(out)) >= len(first) + len(second), timeout=90,
-                   what="changes after the restart")
+        wait_until(
+            lambda: len(_created_ids(out)) >= len(first) + len(second),
+            timeout=90,
+            what="changes after the restart",
+        )
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0, log.read_text()[-3000:]
     finally:
@@ -78,9 +97,11 @@ def test_start_writes_nothing_another_slot_sees(pg_factory: Any, tmp_path: Path)
     for _ in range(2):  # first start (creates slot and publication) and a resume
         run_cli("run", "--config", str(cfg), "--until-caught-up", timeout=120)
     # The pgoutput message kinds the other slot would receive, in order ('M' = logical message).
-    peek = ("SELECT coalesce(string_agg(chr(get_byte(data, 0)), ''), '') FROM "
-            "pg_logical_slot_peek_binary_changes('watch', NULL, NULL, "
-            "'proto_version', '1', 'publication_names', 'watch_pub', 'messages', 'true')")
+    peek = (
+        "SELECT coalesce(string_agg(chr(get_byte(data, 0)), ''), '') FROM "
+        "pg_logical_slot_peek_binary_changes('watch', NULL, NULL, "
+        "'proto_version', '1', 'publication_names', 'watch_pub', 'messages', 'true')"
+    )
     assert server.scalar(peek) == ""  # no logical message, no transaction
     # The connector did stream: a change made now reaches both.
     _insert(server, range(1))

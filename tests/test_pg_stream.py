@@ -42,16 +42,28 @@ def db(pg: Any, pg_database: str) -> Any:
 
 
 def ops(records: list[dict[str, Any]], topic_suffix: str) -> list[str | None]:
-    return [(payload(r) or {}).get("op") if r["value"] is not None else None
-            for r in records if r["topic"].endswith(topic_suffix)]
+    return [
+        (payload(r) or {}).get("op") if r["value"] is not None else None
+        for r in records
+        if r["topic"].endswith(topic_suffix)
+    ]
 
 
-def test_stream_to_all_sinks(pg: Any, pg_database: str, db: Any, kafka: Any, tmp_path: Path,
-                             unique_name: Any) -> None:
+def test_stream_to_all_sinks(
+    pg: Any, pg_database: str, db: Any, kafka: Any, tmp_path: Path, unique_name: Any
+) -> None:
     slot = unique_name("slot")
     out = tmp_path / "events.jsonl"
-    cfg = write_config(tmp_path / "c.properties", pg, slot=slot, dbname=pg_database, sinks="kafka,delta,jsonl",
-                       jsonl=out, kafka=kafka, prefix=slot)
+    cfg = write_config(
+        tmp_path / "c.properties",
+        pg,
+        slot=slot,
+        dbname=pg_database,
+        sinks="kafka,delta,jsonl",
+        jsonl=out,
+        kafka=kafka,
+        prefix=slot,
+    )
     run_cli("run", "--config", str(cfg), "--until-caught-up")  # creates slot + publication
     cur = db.cursor()
     cur.execute("INSERT INTO customers (name, email) VALUES ('Anne', 'a@x'), ('Bob', 'b@x')")
@@ -73,15 +85,17 @@ def test_stream_to_all_sinks(pg: Any, pg_database: str, db: Any, kafka: Any, tmp
     # Kafka: the same records, tombstones as null values, PK-change headers.
     got = kafka.read_all(f"{slot}.public.customers", min_count=8)
     assert len(got) == 8
-    assert [m[1] is None for m in got] == [r["value"] is None for r in recs if r["topic"].endswith("customers")], (
-        [(m[0], m[1] is None) for m in got])
+    assert [m[1] is None for m in got] == [
+        r["value"] is None for r in recs if r["topic"].endswith("customers")
+    ], [(m[0], m[1] is None) for m in got]
     delete_for_key_change = got[5]
     assert dict(delete_for_key_change[2]).get("__debezium.newkey") is not None
 
     # Delta: every event once, with typed positions; offsets readable from the CLI.
     rows = delta_rows(tmp_path / "warehouse" / slot / "changelog", ["collection", "op", "lsn"])
     assert sorted((r["collection"], r["op"]) for r in rows if r["op"]) == sorted(
-        [("public.customers", o) for o in ["c", "c", "u", "d", "d", "c"]] + [("public.orders", "c")])
+        [("public.customers", o) for o in ["c", "c", "u", "d", "d", "c"]] + [("public.orders", "c")]
+    )
     shown = run_cli("offsets", "show", "--config", str(cfg)).stdout
     assert '"lsn_flush"' in shown and '"sink.delta"' in shown
 
@@ -90,17 +104,30 @@ def test_stream_to_all_sinks(pg: Any, pg_database: str, db: Any, kafka: Any, tmp
     assert len(read_jsonl(out)) == len(recs)
 
 
-def test_options_filters_masks_keys(pg: Any, pg_database: str, db: Any, tmp_path: Path, unique_name: Any) -> None:
+def test_options_filters_masks_keys(
+    pg: Any, pg_database: str, db: Any, tmp_path: Path, unique_name: Any
+) -> None:
     slot = unique_name("slot")
     out = tmp_path / "events.jsonl"
-    cfg = write_config(tmp_path / "c.properties", pg, slot=slot, dbname=pg_database, jsonl=out, prefix=slot,
-                       **{"table.exclude.list": r"public\.skipme", "column.exclude.list": r"public\.customers\.secret",
-                          "column.mask.with.3.chars": r"public\.customers\.email",
-                          "column.truncate.to.2.chars": r"public\.customers\.name",
-                          "message.key.columns": "public.orders:customer_id",
-                          "skipped.operations": "u", "tombstones.on.delete": "false",
-                          "provide.transaction.metadata": "true",
-                          "debezium.format.key.schemas.enable": "false"})
+    cfg = write_config(
+        tmp_path / "c.properties",
+        pg,
+        slot=slot,
+        dbname=pg_database,
+        jsonl=out,
+        prefix=slot,
+        **{
+            "table.exclude.list": r"public\.skipme",
+            "column.exclude.list": r"public\.customers\.secret",
+            "column.mask.with.3.chars": r"public\.customers\.email",
+            "column.truncate.to.2.chars": r"public\.customers\.name",
+            "message.key.columns": "public.orders:customer_id",
+            "skipped.operations": "u",
+            "tombstones.on.delete": "false",
+            "provide.transaction.metadata": "true",
+            "debezium.format.key.schemas.enable": "false",
+        },
+    )
     run_cli("run", "--config", str(cfg), "--until-caught-up")
     cur = db.cursor()
     cur.execute("BEGIN")
@@ -123,15 +150,20 @@ def test_options_filters_masks_keys(pg: Any, pg_database: str, db: Any, tmp_path
     assert [t["status"] for t in tx][:2] == ["BEGIN", "END"]
     assert tx[1]["event_count"] == 2
     assert sorted((d["data_collection"], d["event_count"]) for d in tx[1]["data_collections"]) == [
-        ("public.customers", 1), ("public.orders", 1)]
+        ("public.customers", 1),
+        ("public.orders", 1),
+    ]
     assert cust["transaction"]["total_order"] == 1
 
 
-def test_sigterm_stops_cleanly_and_resumes(pg: Any, pg_database: str, db: Any, tmp_path: Path,
-                                           unique_name: Any) -> None:
+def test_sigterm_stops_cleanly_and_resumes(
+    pg: Any, pg_database: str, db: Any, tmp_path: Path, unique_name: Any
+) -> None:
     slot = unique_name("slot")
     out = tmp_path / "events.jsonl"
-    cfg = write_config(tmp_path / "c.properties", pg, slot=slot, dbname=pg_database, jsonl=out, sinks="jsonl,delta")
+    cfg = write_config(
+        tmp_path / "c.properties", pg, slot=slot, dbname=pg_database, jsonl=out, sinks="jsonl,delta"
+    )
     run_cli("run", "--config", str(cfg), "--until-caught-up")
     proc = popen_cli("run", "--config", str(cfg), log=tmp_path / "run.log")
     try:
@@ -151,22 +183,40 @@ def test_sigterm_stops_cleanly_and_resumes(pg: Any, pg_database: str, db: Any, t
     assert ids == list(range(60))  # clean stop: nothing lost, nothing repeated
 
 
-def test_heartbeats_advance_idle_slot(pg: Any, pg_database: str, db: Any, tmp_path: Path, unique_name: Any) -> None:
+def test_heartbeats_advance_idle_slot(
+    pg: Any, pg_database: str, db: Any, tmp_path: Path, unique_name: Any
+) -> None:
     slot = unique_name("slot")
     out = tmp_path / "events.jsonl"
     db.cursor().execute("CREATE TABLE hb (id serial PRIMARY KEY, ts timestamptz DEFAULT now())")
-    cfg = write_config(tmp_path / "c.properties", pg, slot=slot, dbname=pg_database, jsonl=out, prefix=slot,
-                       **{"heartbeat.interval.ms": "200", "table.include.list": r"public\.orders",
-                          "heartbeat.action.query": "INSERT INTO hb DEFAULT VALUES"})
+    cfg = write_config(
+        tmp_path / "c.properties",
+        pg,
+        slot=slot,
+        dbname=pg_database,
+        jsonl=out,
+        prefix=slot,
+        **{
+            "heartbeat.interval.ms": "200",
+            "table.include.list": r"public\.orders",
+            "heartbeat.action.query": "INSERT INTO hb DEFAULT VALUES",
+        },
+    )
     run_cli("run", "--config", str(cfg), "--until-caught-up")
-    before = pg.scalar("SELECT confirmed_flush_lsn - '0/0' FROM pg_replication_slots WHERE slot_name = %s",
-                       (slot,), dbname=pg_database)
+    before = pg.scalar(
+        "SELECT confirmed_flush_lsn - '0/0' FROM pg_replication_slots WHERE slot_name = %s",
+        (slot,),
+        dbname=pg_database,
+    )
     # Changes only in an uncaptured table: nothing to emit, but the slot must still move on.
     for i in range(20):
         db.cursor().execute("INSERT INTO skipme VALUES (%s, repeat('x', 1000))", (i,))
     run_cli("run", "--config", str(cfg), "--max-seconds", "3")
-    after = pg.scalar("SELECT confirmed_flush_lsn - '0/0' FROM pg_replication_slots WHERE slot_name = %s",
-                      (slot,), dbname=pg_database)
+    after = pg.scalar(
+        "SELECT confirmed_flush_lsn - '0/0' FROM pg_replication_slots WHERE slot_name = %s",
+        (slot,),
+        dbname=pg_database,
+    )
     assert after > before
     hb = [r for r in read_jsonl(out) if r["topic"] == f"__debezium-heartbeat.{slot}"]
     assert hb
@@ -174,10 +224,14 @@ def test_heartbeats_advance_idle_slot(pg: Any, pg_database: str, db: Any, tmp_pa
     assert pg.scalar("SELECT count(*) FROM hb", dbname=pg_database) >= 1
 
 
-def test_dropped_connection_is_retried(pg: Any, pg_database: str, db: Any, tmp_path: Path, unique_name: Any) -> None:
+def test_dropped_connection_is_retried(
+    pg: Any, pg_database: str, db: Any, tmp_path: Path, unique_name: Any
+) -> None:
     slot = unique_name("slot")
     out = tmp_path / "events.jsonl"
-    cfg = write_config(tmp_path / "c.properties", pg, slot=slot, dbname=pg_database, jsonl=out, sinks="jsonl,delta")
+    cfg = write_config(
+        tmp_path / "c.properties", pg, slot=slot, dbname=pg_database, jsonl=out, sinks="jsonl,delta"
+    )
     run_cli("run", "--config", str(cfg), "--until-caught-up")
     proc = popen_cli("run", "--config", str(cfg), log=tmp_path / "run.log")
     try:
@@ -185,13 +239,19 @@ def test_dropped_connection_is_retried(pg: Any, pg_database: str, db: Any, tmp_p
         for i in range(20):
             cur.execute("INSERT INTO orders VALUES (%s, 1, 1)", (i,))
         wait_until(lambda: len(read_jsonl(out)) >= 20, timeout=60, what="first events")
-        killed = pg.scalar("SELECT count(pg_terminate_backend(active_pid)) FROM pg_replication_slots "
-                           "WHERE slot_name = %s AND active_pid IS NOT NULL", (slot,))
+        killed = pg.scalar(
+            "SELECT count(pg_terminate_backend(active_pid)) FROM pg_replication_slots "
+            "WHERE slot_name = %s AND active_pid IS NOT NULL",
+            (slot,),
+        )
         assert killed == 1
         for i in range(20, 40):
             cur.execute("INSERT INTO orders VALUES (%s, 1, 1)", (i,))
-        wait_until(lambda: len({payload(r)["after"]["id"] for r in read_jsonl(out)}) >= 40, timeout=90,
-                   what="events after reconnect")
+        wait_until(
+            lambda: len({payload(r)["after"]["id"] for r in read_jsonl(out)}) >= 40,
+            timeout=90,
+            what="events after reconnect",
+        )
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
     finally:
@@ -215,7 +275,9 @@ def _inserts_through_outages(server: Any, table: str, n: int, done: threading.Ev
             try:
                 if conn is None:
                     conn = server.connect()
-                conn.cursor().execute(f"INSERT INTO {table} VALUES (%s, 1, 1) ON CONFLICT (id) DO NOTHING", (i,))
+                conn.cursor().execute(
+                    f"INSERT INTO {table} VALUES (%s, 1, 1) ON CONFLICT (id) DO NOTHING", (i,)
+                )
                 i += 1
             except psycopg2.Error:
                 conn = None
@@ -243,8 +305,11 @@ def test_server_restart_while_streaming(pg_factory: Any, tmp_path: Path) -> None
         wait_until(lambda: len(read_jsonl(out)) >= 100, timeout=60, what="events before the restart")
         server.stop()
         # The connector must see the server refuse connections and keep retrying.
-        wait_until(lambda: "cannot connect to PostgreSQL" in log.read_text(errors="replace"), timeout=60,
-                   what="a refused reconnect attempt")
+        wait_until(
+            lambda: "cannot connect to PostgreSQL" in log.read_text(errors="replace"),
+            timeout=60,
+            what="a refused reconnect attempt",
+        )
         assert proc.poll() is None, log.read_text()[-3000:]
         server.start()
         writer.join(300)
@@ -275,26 +340,46 @@ def test_second_connection_drop_is_retried(pg_factory: Any, tmp_path: Path, path
     out = tmp_path / "events.jsonl"
     extra = {"heartbeat.interval.ms": "300", "heartbeat.action.query": "INSERT INTO hb DEFAULT VALUES"}
     # hb is not captured: its changes need no catalog read, so each case fails on its own path.
-    cfg = write_config(tmp_path / "c.properties", server, slot="aux_slot", jsonl=out, sinks="delta,jsonl",
-                       **{"table.include.list": r"public\.late"}, **(extra if path == "heartbeat" else {}))
+    cfg = write_config(
+        tmp_path / "c.properties",
+        server,
+        slot="aux_slot",
+        jsonl=out,
+        sinks="delta,jsonl",
+        **{"table.include.list": r"public\.late"},
+        **(extra if path == "heartbeat" else {}),
+    )
     run_cli("run", "--config", str(cfg), "--until-caught-up")
     log = tmp_path / "run.log"
     proc = popen_cli("run", "--config", str(cfg), log=log)
-    aux = ("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'tidemark' "
-           "AND backend_type = 'client backend'")
+    aux = (
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'tidemark' "
+        "AND backend_type = 'client backend'"
+    )
     try:
-        wait_until(lambda: server.scalar("SELECT count(*) FROM pg_replication_slots WHERE active") == 1,
-                   timeout=60, what="connector streaming")
+        wait_until(
+            lambda: server.scalar("SELECT count(*) FROM pg_replication_slots WHERE active") == 1,
+            timeout=60,
+            what="connector streaming",
+        )
         if path == "heartbeat":
-            wait_until(lambda: server.scalar("SELECT count(*) FROM hb") >= 1, timeout=60, what="first heartbeat")
+            wait_until(
+                lambda: server.scalar("SELECT count(*) FROM hb") >= 1, timeout=60, what="first heartbeat"
+            )
         assert server.scalar(aux) >= 1
         if path == "heartbeat":
-            wait_until(lambda: "heartbeat.action.query" in log.read_text(), timeout=60,
-                       what="the heartbeat query failing on the dead connection")
+            wait_until(
+                lambda: "heartbeat.action.query" in log.read_text(),
+                timeout=60,
+                what="the heartbeat query failing on the dead connection",
+            )
         server.execute("CREATE TABLE late (id int PRIMARY KEY, customer_id int, qty int)")
         server.execute("INSERT INTO late VALUES (1, 1, 1)")  # its Relation needs a catalog read
-        wait_until(lambda: any(r["topic"] == "tm.public.late" for r in read_jsonl(out)), timeout=90,
-                   what="the new table's event after the reconnect")
+        wait_until(
+            lambda: any(r["topic"] == "tm.public.late" for r in read_jsonl(out)),
+            timeout=90,
+            what="the new table's event after the reconnect",
+        )
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0, log.read_text()[-3000:]
     finally:
@@ -306,13 +391,16 @@ def test_second_connection_drop_is_retried(pg_factory: Any, tmp_path: Path, path
         assert "reading the catalog for public.late" in text
 
 
-@pytest.mark.parametrize("case, expect", [
-    ("wrong_password", "password"),
-    ("unreachable", "127.0.0.1:1"),
-    ("bad_plugin", "pgoutput"),
-    ("snapshot_initial", "not available yet"),
-    ("typo", "did you mean 'debezium.source.database.hostname'"),
-])
+@pytest.mark.parametrize(
+    "case, expect",
+    [
+        ("wrong_password", "password"),
+        ("unreachable", "127.0.0.1:1"),
+        ("bad_plugin", "pgoutput"),
+        ("snapshot_initial", "not available yet"),
+        ("typo", "did you mean 'debezium.source.database.hostname'"),
+    ],
+)
 def test_bad_input_gives_one_clear_error(pg: Any, tmp_path: Path, case: str, expect: str) -> None:
     extra: dict[str, Any] = {}
     if case == "wrong_password":
@@ -325,7 +413,9 @@ def test_bad_input_gives_one_clear_error(pg: Any, tmp_path: Path, case: str, exp
         extra["snapshot.mode"] = "initial"
     elif case == "typo":
         extra["databse.hostname"] = "x"
-    cfg = write_config(tmp_path / "c.properties", pg, slot="never_created", jsonl=tmp_path / "o.jsonl", **extra)
+    cfg = write_config(
+        tmp_path / "c.properties", pg, slot="never_created", jsonl=tmp_path / "o.jsonl", **extra
+    )
     proc = run_cli("run", "--config", str(cfg), "--until-caught-up", check=False, timeout=60)
     assert proc.returncode in (1, 2)
     assert expect in proc.stderr, proc.stderr
@@ -333,13 +423,16 @@ def test_bad_input_gives_one_clear_error(pg: Any, tmp_path: Path, case: str, exp
     assert "nope" not in proc.stderr  # secrets never printed
 
 
-def test_dropped_slot_names_the_working_recovery(pg: Any, pg_database: str, db: Any, tmp_path: Path,
-                                                 unique_name: Any) -> None:
+def test_dropped_slot_names_the_working_recovery(
+    pg: Any, pg_database: str, db: Any, tmp_path: Path, unique_name: Any
+) -> None:
     """A stored offset whose slot is gone stops with the recovery that works today (offsets reset);
     following it, the next run streams again from the server's current position."""
     slot = unique_name("slot")
     out = tmp_path / "events.jsonl"
-    cfg = write_config(tmp_path / "c.properties", pg, slot=slot, dbname=pg_database, jsonl=out, sinks="jsonl,delta")
+    cfg = write_config(
+        tmp_path / "c.properties", pg, slot=slot, dbname=pg_database, jsonl=out, sinks="jsonl,delta"
+    )
     run_cli("run", "--config", str(cfg), "--until-caught-up")  # creates the slot
     db.cursor().execute("INSERT INTO orders VALUES (1, 1, 1)")
     run_cli("run", "--config", str(cfg), "--until-caught-up")  # stores an offset
@@ -381,13 +474,22 @@ def _workload(pg: Any, dbname: str, lo: int, hi: int) -> None:
 
 
 @pytest.mark.slow
-def test_sigkill_during_workload_loses_nothing(pg: Any, pg_database: str, db: Any, kafka: Any, tmp_path: Path,
-                                              unique_name: Any) -> None:
+def test_sigkill_during_workload_loses_nothing(
+    pg: Any, pg_database: str, db: Any, kafka: Any, tmp_path: Path, unique_name: Any
+) -> None:
     """SIGKILL the connector several times during a workload; Delta ends with every change
     exactly once, Kafka with every change at least once."""
     slot = unique_name("slot")
-    cfg = write_config(tmp_path / "c.properties", pg, slot=slot, dbname=pg_database, sinks="kafka,delta",
-                       kafka=kafka, prefix=slot, **{"max.batch.size": "64"})
+    cfg = write_config(
+        tmp_path / "c.properties",
+        pg,
+        slot=slot,
+        dbname=pg_database,
+        sinks="kafka,delta",
+        kafka=kafka,
+        prefix=slot,
+        **{"max.batch.size": "64"},
+    )
     run_cli("run", "--config", str(cfg), "--until-caught-up")
     n, rounds = 600, 4
     changelog = tmp_path / "warehouse" / slot / "changelog"
@@ -395,12 +497,18 @@ def test_sigkill_during_workload_loses_nothing(pg: Any, pg_database: str, db: An
     for r in range(rounds):
         # One part of the workload per connector life, so each life has changes to deliver
         # (a fast connector could otherwise finish the whole workload before a later kill).
-        writer = threading.Thread(target=_workload, args=(pg, pg_database, r * n // rounds, (r + 1) * n // rounds))
+        writer = threading.Thread(
+            target=_workload, args=(pg, pg_database, r * n // rounds, (r + 1) * n // rounds)
+        )
         start = changelog_count(changelog)
         proc = popen_cli("run", "--config", str(cfg), log=tmp_path / "run.log")
         try:
             writer.start()
-            wait_until(lambda s=start: changelog_count(changelog) > s + 50, timeout=90, what="progress before the kill")
+            wait_until(
+                lambda s=start: changelog_count(changelog) > s + 50,
+                timeout=90,
+                what="progress before the kill",
+            )
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=30)
             kills += 1
@@ -430,16 +538,28 @@ def test_sigkill_during_workload_loses_nothing(pg: Any, pg_database: str, db: An
 
 
 @pytest.mark.slow
-def test_sigkill_inside_100k_row_transaction(pg: Any, pg_database: str, db: Any, kafka: Any, tmp_path: Path,
-                                             unique_name: Any) -> None:
+def test_sigkill_inside_100k_row_transaction(
+    pg: Any, pg_database: str, db: Any, kafka: Any, tmp_path: Path, unique_name: Any
+) -> None:
     """One transaction of 100,000 rows, cut into batches of 1,000: SIGKILL while it is partly in
     Delta, restart, and Delta has every row exactly once (Kafka at least once), in bounded memory."""
     slot = unique_name("slot")
     total = 100_000
     db.cursor().execute("CREATE TABLE big (id int PRIMARY KEY, v text)")
-    cfg = write_config(tmp_path / "c.properties", pg, slot=slot, dbname=pg_database, sinks="kafka,delta",
-                       kafka=kafka, prefix=slot, **{"max.batch.size": "1000", "table.include.list": r"public\.big",
-                                                    "tidemark.commit.max.events": "2000"})
+    cfg = write_config(
+        tmp_path / "c.properties",
+        pg,
+        slot=slot,
+        dbname=pg_database,
+        sinks="kafka,delta",
+        kafka=kafka,
+        prefix=slot,
+        **{
+            "max.batch.size": "1000",
+            "table.include.list": r"public\.big",
+            "tidemark.commit.max.events": "2000",
+        },
+    )
     run_cli("run", "--config", str(cfg), "--until-caught-up")
     db.cursor().execute(f"INSERT INTO big SELECT g, 'row-' || g FROM generate_series(1, {total}) g")
     changelog = tmp_path / "warehouse" / slot / "changelog"
@@ -450,8 +570,9 @@ def test_sigkill_inside_100k_row_transaction(pg: Any, pg_database: str, db: Any,
     assert {orjson.loads(m[0])["payload"]["id"] for m in got} == set(range(1, total + 1))
 
 
-def test_offsets_reset_and_slot_drop_on_stop(pg: Any, pg_database: str, db: Any, tmp_path: Path,
-                                             unique_name: Any) -> None:
+def test_offsets_reset_and_slot_drop_on_stop(
+    pg: Any, pg_database: str, db: Any, tmp_path: Path, unique_name: Any
+) -> None:
     slot = unique_name("slot")
     out = tmp_path / "events.jsonl"
     cfg = write_config(tmp_path / "c.properties", pg, slot=slot, dbname=pg_database, jsonl=out)
@@ -464,11 +585,23 @@ def test_offsets_reset_and_slot_drop_on_stop(pg: Any, pg_database: str, db: Any,
 
     slot_count = "SELECT count(*) FROM pg_replication_slots WHERE slot_name = %s"
     assert pg.scalar(slot_count, (slot,)) == 1
-    dropping = write_config(tmp_path / "d.properties", pg, slot=slot, dbname=pg_database, jsonl=out,
-                            **{"slot.drop.on.stop": "true"})
+    dropping = write_config(
+        tmp_path / "d.properties",
+        pg,
+        slot=slot,
+        dbname=pg_database,
+        jsonl=out,
+        **{"slot.drop.on.stop": "true"},
+    )
     proc = popen_cli("run", "--config", str(dropping), log=tmp_path / "run.log")
-    wait_until(lambda: pg.scalar("SELECT count(*) FROM pg_replication_slots WHERE slot_name = %s AND active",
-                                 (slot,)) == 1, timeout=60, what="connector attached to the slot")
+    wait_until(
+        lambda: (
+            pg.scalar("SELECT count(*) FROM pg_replication_slots WHERE slot_name = %s AND active", (slot,))
+            == 1
+        ),
+        timeout=60,
+        what="connector attached to the slot",
+    )
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 0
     assert pg.scalar(slot_count, (slot,)) == 0
@@ -477,30 +610,46 @@ def test_offsets_reset_and_slot_drop_on_stop(pg: Any, pg_database: str, db: Any,
 
 
 @pytest.mark.parametrize("via_root", [False, True])
-def test_publish_via_partition_root(via_root: bool, pg: Any, pg_database: str, db: Any, tmp_path: Path,
-                                    unique_name: Any) -> None:
+def test_publish_via_partition_root(
+    via_root: bool, pg: Any, pg_database: str, db: Any, tmp_path: Path, unique_name: Any
+) -> None:
     """The autocreated publication publishes partitions under the partitioned table's topic when
     publish.via.partition.root=true (Debezium 3.6's events for such a publication are compared in
     the conformance test), under their own topics otherwise."""
-    db.cursor().execute("CREATE TABLE meas (id int, city text, PRIMARY KEY (id, city)) PARTITION BY LIST (city);"
-                        "CREATE TABLE meas_a PARTITION OF meas FOR VALUES IN ('a');"
-                        "CREATE TABLE meas_b PARTITION OF meas FOR VALUES IN ('b')")
+    db.cursor().execute(
+        "CREATE TABLE meas (id int, city text, PRIMARY KEY (id, city)) PARTITION BY LIST (city);"
+        "CREATE TABLE meas_a PARTITION OF meas FOR VALUES IN ('a');"
+        "CREATE TABLE meas_b PARTITION OF meas FOR VALUES IN ('b')"
+    )
     slot = unique_name("slot")
     out = tmp_path / "events.jsonl"
-    cfg = write_config(tmp_path / "c.properties", pg, slot=slot, dbname=pg_database, jsonl=out, prefix="pr",
-                       **{"publication.autocreate.mode": "filtered", "table.include.list": r"public\.meas.*",
-                          "publish.via.partition.root": str(via_root).lower()})
+    cfg = write_config(
+        tmp_path / "c.properties",
+        pg,
+        slot=slot,
+        dbname=pg_database,
+        jsonl=out,
+        prefix="pr",
+        **{
+            "publication.autocreate.mode": "filtered",
+            "table.include.list": r"public\.meas.*",
+            "publish.via.partition.root": str(via_root).lower(),
+        },
+    )
     run_cli("run", "--config", str(cfg), "--until-caught-up")
-    assert pg.scalar("SELECT pubviaroot FROM pg_publication WHERE pubname = %s", (slot,), dbname=pg_database) \
+    assert (
+        pg.scalar("SELECT pubviaroot FROM pg_publication WHERE pubname = %s", (slot,), dbname=pg_database)
         is via_root
+    )
     db.cursor().execute("INSERT INTO meas VALUES (1, 'a'), (2, 'b')")
     run_cli("run", "--config", str(cfg), "--until-caught-up")
     topics = [r["topic"] for r in read_jsonl(out)]
     assert topics == (["pr.public.meas"] * 2 if via_root else ["pr.public.meas_a", "pr.public.meas_b"])
 
 
-def test_server_text_settings_do_not_change_values(pg: Any, pg_database: str, db: Any, tmp_path: Path,
-                                                   unique_name: Any) -> None:
+def test_server_text_settings_do_not_change_values(
+    pg: Any, pg_database: str, db: Any, tmp_path: Path, unique_name: Any
+) -> None:
     """A database whose DateStyle, IntervalStyle and extra_float_digits differ from the defaults
     prints values differently; the connector's sessions pin the forms its converters read."""
     for setting in ("DateStyle = 'SQL, DMY'", "IntervalStyle = 'sql_standard'", "extra_float_digits = 0"):
@@ -510,8 +659,10 @@ def test_server_text_settings_do_not_change_values(pg: Any, pg_database: str, db
     out = tmp_path / "events.jsonl"
     cfg = write_config(tmp_path / "c.properties", pg, slot=slot, dbname=pg_database, jsonl=out, prefix="st")
     run_cli("run", "--config", str(cfg), "--until-caught-up")
-    db.cursor().execute("INSERT INTO t VALUES (1, '2018-06-20', '2018-06-20 15:13:16.5', "
-                        "'1 year 2 mons 3 days 04:05:06.78', 0.1234567890123456789)")
+    db.cursor().execute(
+        "INSERT INTO t VALUES (1, '2018-06-20', '2018-06-20 15:13:16.5', "
+        "'1 year 2 mons 3 days 04:05:06.78', 0.1234567890123456789)"
+    )
     run_cli("run", "--config", str(cfg), "--until-caught-up")
     after = payload(read_jsonl(out)[0])["after"]
     assert after["d"] == 17702 and after["ts"] == 1529507596500000
@@ -521,18 +672,27 @@ def test_server_text_settings_do_not_change_values(pg: Any, pg_database: str, db
 
 
 @pytest.mark.parametrize("mode", ["fail", "warn", "skip", "ignore"])
-def test_event_processing_failure_handling_mode(mode: str, pg: Any, pg_database: str, db: Any, tmp_path: Path,
-                                                unique_name: Any) -> None:
+def test_event_processing_failure_handling_mode(
+    mode: str, pg: Any, pg_database: str, db: Any, tmp_path: Path, unique_name: Any
+) -> None:
     """A change whose value cannot be converted stops the connector (fail, Debezium's default) or
     is left out with a warning (warn) or silently (skip, and its old name ignore). The trigger is
     real: a user type named `geometry` (not PostGIS) is read as PostGIS hex EWKB, as Debezium
     looks PostGIS types up by name too, and its labels are not hex."""
-    db.cursor().execute("CREATE TYPE geometry AS ENUM ('zz', 'yy');"
-                        "CREATE TABLE t (id int PRIMARY KEY, g geometry, n int)")
+    db.cursor().execute(
+        "CREATE TYPE geometry AS ENUM ('zz', 'yy');CREATE TABLE t (id int PRIMARY KEY, g geometry, n int)"
+    )
     slot = unique_name("slot")
     out = tmp_path / "events.jsonl"
-    cfg = write_config(tmp_path / "c.properties", pg, slot=slot, dbname=pg_database, jsonl=out, prefix="ev",
-                       **{"event.processing.failure.handling.mode": mode, "provide.transaction.metadata": "true"})
+    cfg = write_config(
+        tmp_path / "c.properties",
+        pg,
+        slot=slot,
+        dbname=pg_database,
+        jsonl=out,
+        prefix="ev",
+        **{"event.processing.failure.handling.mode": mode, "provide.transaction.metadata": "true"},
+    )
     run_cli("run", "--config", str(cfg), "--until-caught-up")
     cur = db.cursor()
     cur.execute("INSERT INTO t VALUES (1, NULL, 1), (2, NULL, 2)")
@@ -543,13 +703,20 @@ def test_event_processing_failure_handling_mode(mode: str, pg: Any, pg_database:
     cur.execute("COMMIT")
     proc = run_cli("run", "--config", str(cfg), "--until-caught-up", check=mode != "fail")
     if mode == "fail":
-        assert proc.returncode == 1 and "tidemark: error: cannot convert a change of public.t at LSN" in proc.stderr
+        assert (
+            proc.returncode == 1
+            and "tidemark: error: cannot convert a change of public.t at LSN" in proc.stderr
+        )
         assert "event.processing.failure.handling.mode=warn" in proc.stderr and "zz" not in proc.stderr
         return
     recs = read_jsonl(out)
     rows = [payload(r) for r in recs if r["topic"] == "ev.public.t"]
     assert [(r["op"], r["after"]["id"], r["after"]["n"]) for r in rows] == [
-        ("c", 1, 1), ("c", 2, 2), ("u", 1, 10), ("u", 1, 30)]
+        ("c", 1, 1),
+        ("c", 2, 2),
+        ("u", 1, 10),
+        ("u", 1, 30),
+    ]
     end = [payload(r) for r in recs if r["topic"] == "ev.transaction" and payload(r)["status"] == "END"][-1]
     assert end["event_count"] == 2 and [r["transaction"]["total_order"] for r in rows[2:]] == [1, 2]
     warned = "skipping the change of public.t at LSN" in proc.stderr

@@ -32,17 +32,22 @@ GOLDEN = Path(__file__).parent / "golden" / "postgres"
 MODE_FILES = {
     "default.jsonl": TypeModes(),
     "modes_string_connect_map_string_hex.jsonl": TypeModes(
-        decimal="string", time_precision="connect", hstore="map", interval="string", binary="hex"),
+        decimal="string", time_precision="connect", hstore="map", interval="string", binary="hex"
+    ),
     "modes_double_adaptivemicro_base64.jsonl": TypeModes(
-        decimal="double", time_precision="adaptive_time_microseconds", binary="base64"),
+        decimal="double", time_precision="adaptive_time_microseconds", binary="base64"
+    ),
 }
 
 
 def _golden_rows(fname: str) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
     """(field schemas of all_types 'after', the 'after' payloads of the three inserts)."""
     lines = [json.loads(x) for x in (GOLDEN / fname).read_text().splitlines() if x.strip()]
-    inserts = [r for r in lines if r["topic"] == "dbz.public.all_types" and r["value"]
-               and r["value"]["payload"]["op"] == "c"]
+    inserts = [
+        r
+        for r in lines
+        if r["topic"] == "dbz.public.all_types" and r["value"] and r["value"]["payload"]["op"] == "c"
+    ]
     after = next(f for f in inserts[0]["value"]["schema"]["fields"] if f["field"] == "after")
     return {f["field"]: f for f in after["fields"]}, [r["value"]["payload"]["after"] for r in inserts]
 
@@ -53,8 +58,15 @@ def _workload_statements() -> list[str]:
     stmts = [s.strip() for s in re.split(r";\s*\n", sql) if s.strip()]
     keep = []
     for s in stmts:
-        if s.startswith(("CREATE EXTENSION", "CREATE TYPE", "CREATE DOMAIN", "CREATE TABLE all_types",
-                         "INSERT INTO all_types")):
+        if s.startswith(
+            (
+                "CREATE EXTENSION",
+                "CREATE TYPE",
+                "CREATE DOMAIN",
+                "CREATE TABLE all_types",
+                "INSERT INTO all_types",
+            )
+        ):
             keep.append(s)
     return keep
 
@@ -62,8 +74,11 @@ def _workload_statements() -> list[str]:
 def _pgoutput_inserts(conn: Any, slot: str, publication: str) -> list[tuple[int, list[str | None]]]:
     """Decode the INSERT tuples of a pgoutput slot (peek): [(relation oid, column texts)]."""
     with conn.cursor() as cur:
-        cur.execute("SELECT data FROM pg_logical_slot_peek_binary_changes(%s, NULL, NULL, "
-                    "'proto_version', '1', 'publication_names', %s)", (slot, publication))
+        cur.execute(
+            "SELECT data FROM pg_logical_slot_peek_binary_changes(%s, NULL, NULL, "
+            "'proto_version', '1', 'publication_names', %s)",
+            (slot, publication),
+        )
         messages = [bytes(r[0]) for r in cur.fetchall()]
     out = []
     for msg in messages:
@@ -74,11 +89,11 @@ def _pgoutput_inserts(conn: Any, slot: str, publication: str) -> list[tuple[int,
         ncols = int.from_bytes(msg[6:8], "big")
         pos, values = 8, []
         for _ in range(ncols):
-            kind = msg[pos:pos + 1]
+            kind = msg[pos : pos + 1]
             pos += 1
             if kind == b"t":
-                ln = int.from_bytes(msg[pos:pos + 4], "big")
-                values.append(msg[pos + 4:pos + 4 + ln].decode("utf-8"))
+                ln = int.from_bytes(msg[pos : pos + 4], "big")
+                values.append(msg[pos + 4 : pos + 4 + ln].decode("utf-8"))
                 pos += 4 + ln
             else:  # 'n' null ('u' unchanged TOAST never occurs in an INSERT)
                 values.append(None)
@@ -200,8 +215,13 @@ def test_arrays_and_extra_types(pg: Any) -> None:
         assert got["a_ts"] == [1577872800123, None]
         assert got["a_tstz"] == ["2020-01-01T08:00:00.5Z"]
         assert got["a_uuid"] == ["a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"]
-        assert schemas["a_enum"]["items"] == {"type": "string", "optional": False, "name": "io.debezium.data.Enum",
-                                              "version": 1, "parameters": {"allowed": "red,green"}}
+        assert schemas["a_enum"]["items"] == {
+            "type": "string",
+            "optional": False,
+            "name": "io.debezium.data.Enum",
+            "version": 1,
+            "parameters": {"allowed": "red,green"},
+        }
         assert got["a_enum"] == ["red", "green"]
         assert got["a_bool"] == [True, False, None]
         assert got["a_bytea"] == [base64.b64encode(b"\x00\xff").decode()]
@@ -237,9 +257,13 @@ def test_parsers() -> None:
     assert parse_array('{1,2,NULL,"NULL","a\\"b",{3,4}}') == ["1", "2", None, "NULL", 'a"b', ["3", "4"]]
     assert parse_array("[0:1]={7,8}") == ["7", "8"]
     assert parse_array("{}") == []
-    assert parse_array("{0101:NULL:\"01 02\"}", ":") == ["0101", None, "01 02"]  # PostGIS typdelim
+    assert parse_array('{0101:NULL:"01 02"}', ":") == ["0101", None, "01 02"]  # PostGIS typdelim
     assert parse_hstore('"a"=>"1", "b c"=>"x y", "n"=>NULL, "q"=>"\\\\"') == {
-        "a": "1", "b c": "x y", "n": None, "q": "\\"}
+        "a": "1",
+        "b c": "x y",
+        "n": None,
+        "q": "\\",
+    }
     assert hstore_json('"a"=>"1", "b c"=>"x y", "n"=>NULL') == '{"a":"1","b c":"x y","n":null}'
     # Java HashMap order: buckets of String.hashCode, not insertion order.
     assert java_hashmap_order(["n", "a", "b c"]) == ["a", "b c", "n"]
@@ -253,7 +277,10 @@ def test_temporal_helpers() -> None:
     assert T.pg_timestamp_to_micros("2018-06-20 15:13:16.945104") == 1529507596945104
     assert T.format_zoned_timestamp(0, 6) == "1970-01-01T00:00:00.000000Z"
     assert T.format_zoned_timestamp(-1, None) == "1969-12-31T23:59:59.999999Z"
-    assert T.format_zoned_timestamp(T.days_from_civil(10000, 1, 1) * T.MICROS_PER_DAY, 0) == "+10000-01-01T00:00:00Z"
+    assert (
+        T.format_zoned_timestamp(T.days_from_civil(10000, 1, 1) * T.MICROS_PER_DAY, 0)
+        == "+10000-01-01T00:00:00Z"
+    )
     assert T.unscaled_to_bytes(0) == b"\x00" and T.unscaled_to_bytes(-129) == b"\xff\x7f"
     assert T.unscaled_to_bytes(128) == b"\x00\x80"
     assert T.java_bigdecimal_string(T.Decimal("123.450")) == "123.450"
@@ -265,31 +292,54 @@ def test_temporal_helpers() -> None:
     assert T.civil_from_days(T.days_from_civil(-43, 3, 15)) == (-43, 3, 15)
 
 
-@pytest.mark.parametrize("mode, expect", [
-    # values as Debezium 3.6 emitted them (conformance variants time-isostring/-microseconds/-nanoseconds)
-    ("isostring", {"date": ("io.debezium.time.IsoDate", "2018-06-20Z"),
-                   "time3": ("io.debezium.time.IsoTime", "15:13:16.945Z"),
-                   "time": ("io.debezium.time.IsoTime", "00:00:00.5Z"),
-                   "ts0": ("io.debezium.time.IsoTimestamp", "1969-12-31T23:59:59Z"),
-                   "ts": ("io.debezium.time.IsoTimestamp", "2018-06-20T15:13:16.945104Z")}),
-    ("microseconds", {"date": ("io.debezium.time.Date", 17702),
-                      "time3": ("io.debezium.time.MicroTime", 54796945000),
-                      "time": ("io.debezium.time.MicroTime", 500000),
-                      "ts0": ("io.debezium.time.MicroTimestamp", -1000000),
-                      "ts": ("io.debezium.time.MicroTimestamp", 1529507596945104)}),
-    ("nanoseconds", {"date": ("io.debezium.time.Date", 17702),
-                     "time3": ("io.debezium.time.NanoTime", 54796945000000),
-                     "time": ("io.debezium.time.NanoTime", 500000000),
-                     "ts0": ("io.debezium.time.NanoTimestamp", -1000000000),
-                     "ts": ("io.debezium.time.NanoTimestamp", 1529507596945104000),
-                     "ts_early": ("io.debezium.time.NanoTimestamp", None)}),  # beyond int64 nanoseconds
-])
+@pytest.mark.parametrize(
+    "mode, expect",
+    [
+        # values as Debezium 3.6 emitted them (conformance variants time-isostring/-microseconds/-nanoseconds)
+        (
+            "isostring",
+            {
+                "date": ("io.debezium.time.IsoDate", "2018-06-20Z"),
+                "time3": ("io.debezium.time.IsoTime", "15:13:16.945Z"),
+                "time": ("io.debezium.time.IsoTime", "00:00:00.5Z"),
+                "ts0": ("io.debezium.time.IsoTimestamp", "1969-12-31T23:59:59Z"),
+                "ts": ("io.debezium.time.IsoTimestamp", "2018-06-20T15:13:16.945104Z"),
+            },
+        ),
+        (
+            "microseconds",
+            {
+                "date": ("io.debezium.time.Date", 17702),
+                "time3": ("io.debezium.time.MicroTime", 54796945000),
+                "time": ("io.debezium.time.MicroTime", 500000),
+                "ts0": ("io.debezium.time.MicroTimestamp", -1000000),
+                "ts": ("io.debezium.time.MicroTimestamp", 1529507596945104),
+            },
+        ),
+        (
+            "nanoseconds",
+            {
+                "date": ("io.debezium.time.Date", 17702),
+                "time3": ("io.debezium.time.NanoTime", 54796945000000),
+                "time": ("io.debezium.time.NanoTime", 500000000),
+                "ts0": ("io.debezium.time.NanoTimestamp", -1000000000),
+                "ts": ("io.debezium.time.NanoTimestamp", 1529507596945104000),
+                "ts_early": ("io.debezium.time.NanoTimestamp", None),
+            },
+        ),  # beyond int64 nanoseconds
+    ],
+)
 def test_time_precision_modes(all_types: Any, mode: str, expect: dict[str, tuple[str, Any]]) -> None:
     registry = TypeRegistry(all_types)
     modes = TypeModes(time_precision=mode)
-    cols = {"date": (1082, -1, "2018-06-20"), "time3": (1083, 3, "15:13:16.945"), "time": (1083, -1, "00:00:00.5"),
-            "ts0": (1114, 0, "1969-12-31 23:59:59"), "ts": (1114, -1, "2018-06-20 15:13:16.945104"),
-            "ts_early": (1114, -1, "0001-01-01 00:00:00.00001")}
+    cols = {
+        "date": (1082, -1, "2018-06-20"),
+        "time3": (1083, 3, "15:13:16.945"),
+        "time": (1083, -1, "00:00:00.5"),
+        "ts0": (1114, 0, "1969-12-31 23:59:59"),
+        "ts": (1114, -1, "2018-06-20 15:13:16.945104"),
+        "ts_early": (1114, -1, "0001-01-01 00:00:00.00001"),
+    }
     for name, (schema_name, value) in expect.items():
         oid, typmod, text = cols[name]
         m = column_mapping(ColumnInfo(name, 1, oid, typmod), registry, modes)
@@ -300,7 +350,10 @@ def test_time_precision_modes(all_types: Any, mode: str, expect: dict[str, tuple
 def test_toast_placeholder_and_params() -> None:
     modes = TypeModes()
     assert toast_placeholder(prim("string", True), modes) == "__debezium_unavailable_value"
-    assert toast_placeholder(prim("bytes", True), modes) == base64.b64encode(b"__debezium_unavailable_value").decode()
+    assert (
+        toast_placeholder(prim("bytes", True), modes)
+        == base64.b64encode(b"__debezium_unavailable_value").decode()
+    )
     arr = toast_placeholder(prim("string"), modes, "_int4")
     assert arr[:2] == [95, 95] and len(arr) == len("__debezium_unavailable_value")
     assert toast_placeholder(prim("string"), modes, "_text") == ["__debezium_unavailable_value"]
@@ -314,8 +367,10 @@ def test_conversion_speed(all_types: Any) -> None:
     registry = TypeRegistry(all_types)
     table = load_table(all_types, "public", "all_types")
     modes = TypeModes()
-    convs = [column_mapping(table.column(n), registry, modes).convert  # type: ignore[arg-type,union-attr]
-             for n in ("c_int4", "c_text", "c_bool", "c_int8")]
+    convs = [
+        column_mapping(table.column(n), registry, modes).convert  # type: ignore[arg-type,union-attr]
+        for n in ("c_int4", "c_text", "c_bool", "c_int8")
+    ]
     vals = ["12345", "hello", "t", "9876543210"]
     n = 200_000
     t0 = time.perf_counter()
@@ -337,8 +392,9 @@ def test_other_tables_schemas_match_golden(pg: Any) -> None:
         sql = "\n".join(line for line in sql.splitlines() if not line.startswith("--"))
         with conn.cursor() as cur:
             for stmt in (s.strip() for s in re.split(r";\s*\n", sql)):
-                if stmt.startswith(("CREATE EXTENSION", "CREATE TYPE", "CREATE DOMAIN", "CREATE TABLE",
-                                    "ALTER TABLE")):
+                if stmt.startswith(
+                    ("CREATE EXTENSION", "CREATE TYPE", "CREATE DOMAIN", "CREATE TABLE", "ALTER TABLE")
+                ):
                     cur.execute(stmt)
         registry = TypeRegistry(conn)
         seen: set[str] = set()

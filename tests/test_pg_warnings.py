@@ -19,10 +19,18 @@ from connectors.sources.postgres.source import ConnectHistory, PostgresSource
 def _config(server: Any, tmp_path: Path, dbname: str, slot: str, **source: Any) -> ConnectorConfig:
     props = {f"debezium.source.{k}": v for k, v in server.props(**{"database.dbname": dbname}).items()}
     props.update({f"debezium.source.{k}": str(v) for k, v in source.items()})
-    props.update({"debezium.source.connector.class": "postgres", "debezium.source.topic.prefix": "tm",
-                  "debezium.source.slot.name": slot, "debezium.source.publication.name": slot,
-                  "debezium.source.poll.interval.ms": "100", "debezium.sink.type": "jsonl",
-                  "debezium.sink.jsonl.path": str(tmp_path / "out.jsonl"), "tidemark.warehouse": str(tmp_path)})
+    props.update(
+        {
+            "debezium.source.connector.class": "postgres",
+            "debezium.source.topic.prefix": "tm",
+            "debezium.source.slot.name": slot,
+            "debezium.source.publication.name": slot,
+            "debezium.source.poll.interval.ms": "100",
+            "debezium.sink.type": "jsonl",
+            "debezium.sink.jsonl.path": str(tmp_path / "out.jsonl"),
+            "tidemark.warehouse": str(tmp_path),
+        }
+    )
     return from_mapping(props)
 
 
@@ -44,12 +52,15 @@ def _warnings(caplog: pytest.LogCaptureFixture, text: str) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and text in r.getMessage()]
 
 
-def test_unmapped_column_types_warn_once_per_column(pg: Any, pg_database: str, tmp_path: Path, unique_name: Any,
-                                                    caplog: pytest.LogCaptureFixture) -> None:
+def test_unmapped_column_types_warn_once_per_column(
+    pg: Any, pg_database: str, tmp_path: Path, unique_name: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     conn = pg.connect(dbname=pg_database)
     cur = conn.cursor()
     cur.execute("CREATE TYPE pair AS (a integer, b text)")
-    cur.execute("CREATE TABLE odd (id int PRIMARY KEY, c_pair pair, c_pairs pair[], c_mr int4multirange, v text)")
+    cur.execute(
+        "CREATE TABLE odd (id int PRIMARY KEY, c_pair pair, c_pairs pair[], c_mr int4multirange, v text)"
+    )
     cfg = _config(pg, tmp_path, pg_database, unique_name("slot"))
     history = ConnectHistory()
     with caplog.at_level(logging.WARNING, logger="connectors.sources.postgres"):
@@ -62,7 +73,9 @@ def test_unmapped_column_types_warn_once_per_column(pg: Any, pg_database: str, t
         second = _run(cfg, history)
     conn.close()
     assert [r.value["after"] for r in first + second if r.value is not None and r.topic.endswith(".odd")] == [
-        {"id": 1, "v": "a"}, {"id": 2, "v": "b", "w": 7}]
+        {"id": 1, "v": "a"},
+        {"id": 2, "v": "b", "w": 7},
+    ]
     left_out = _warnings(caplog, "has no Debezium mapping")
     assert len(left_out) == 3, left_out
     assert any("odd.c_pair (type pair, a composite type)" in m for m in left_out), left_out
@@ -71,8 +84,9 @@ def test_unmapped_column_types_warn_once_per_column(pg: Any, pg_database: str, t
     assert all("include.unknown.datatypes=true" in m for m in left_out)
 
 
-def test_include_lists_matching_nothing_warn_with_the_tables(pg: Any, pg_database: str, tmp_path: Path,
-                                                             unique_name: Any, caplog: pytest.LogCaptureFixture) -> None:
+def test_include_lists_matching_nothing_warn_with_the_tables(
+    pg: Any, pg_database: str, tmp_path: Path, unique_name: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     conn = pg.connect(dbname=pg_database)
     cur = conn.cursor()
     cur.execute("CREATE SCHEMA shop")
@@ -80,8 +94,13 @@ def test_include_lists_matching_nothing_warn_with_the_tables(pg: Any, pg_databas
     cur.execute("CREATE TABLE public.customers (id int PRIMARY KEY)")
     conn.close()
     # Typical slips: the table without its schema, a schema name with a typo.
-    cfg = _config(pg, tmp_path, pg_database, unique_name("slot"), **{"table.include.list": "orders",
-                                                                      "schema.include.list": "shopp"})
+    cfg = _config(
+        pg,
+        tmp_path,
+        pg_database,
+        unique_name("slot"),
+        **{"table.include.list": "orders", "schema.include.list": "shopp"},
+    )
     history = ConnectHistory()
     with caplog.at_level(logging.WARNING, logger="connectors.sources.postgres"):
         _run(cfg, history)
@@ -94,8 +113,9 @@ def test_include_lists_matching_nothing_warn_with_the_tables(pg: Any, pg_databas
     assert "public.customers, shop.orders" in msg
 
 
-def test_all_tables_publication_over_keyless_tables_warns(pg: Any, pg_database: str, tmp_path: Path,
-                                                          unique_name: Any, caplog: pytest.LogCaptureFixture) -> None:
+def test_all_tables_publication_over_keyless_tables_warns(
+    pg: Any, pg_database: str, tmp_path: Path, unique_name: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     conn = pg.connect(dbname=pg_database)
     cur = conn.cursor()
     cur.execute("CREATE TABLE keyed (id int PRIMARY KEY)")

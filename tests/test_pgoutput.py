@@ -188,7 +188,9 @@ def _tuple(*vals: Any) -> bytes:
 def test_binary_values_and_errors() -> None:
     m = decode(b"I" + struct.pack("!I", 7) + b"N" + _tuple(b"\x00\x01", None, UNCHANGED_TOAST, "x"))
     assert m == Insert(7, [b"\x00\x01", None, UNCHANGED_TOAST, "x"])
-    assert decode(memoryview(b"Y" + struct.pack("!I", 9) + b"\x00int4\x00")) == TypeMsg(9, "pg_catalog", "int4")
+    assert decode(memoryview(b"Y" + struct.pack("!I", 9) + b"\x00int4\x00")) == TypeMsg(
+        9, "pg_catalog", "int4"
+    )
     with pytest.raises(PgOutputError, match="Stream Start"):
         decode(b"S" + b"\x00" * 8)
     with pytest.raises(PgOutputError, match="unknown message type"):
@@ -201,7 +203,12 @@ def test_binary_values_and_errors() -> None:
 
 
 def test_decoder_throughput() -> None:
-    msg = b"I" + struct.pack("!I", 16389) + b"N" + _tuple("12345", "hello world", None, "2024-01-01 12:00:00+00")
+    msg = (
+        b"I"
+        + struct.pack("!I", 16389)
+        + b"N"
+        + _tuple("12345", "hello world", None, "2024-01-01 12:00:00+00")
+    )
     n = 200_000
     msgs = [msg] * n
     t0 = time.perf_counter()
@@ -229,7 +236,9 @@ def _slot_confirmed(conn: Any, slot: str) -> int:
     return info.confirmed_flush_lsn
 
 
-def test_stream_reads_and_resumes_after_confirmed_lsn(pg: Any, db: Any, pg_database: str, unique_name: Any) -> None:
+def test_stream_reads_and_resumes_after_confirmed_lsn(
+    pg: Any, db: Any, pg_database: str, unique_name: Any
+) -> None:
     slot, pub = unique_name("slot"), unique_name("pub")
     _exec(db, "CREATE TABLE t (id int PRIMARY KEY, v text)", "CREATE TABLE other (x int)")
     setup.ensure_publication(db, pub, "filtered", ["public.t"])
@@ -244,8 +253,11 @@ def test_stream_reads_and_resumes_after_confirmed_lsn(pg: Any, db: Any, pg_datab
         # server's keepalive position (it must not pin WAL, and a fast shutdown waits for it).
         for i in range(5):
             _exec(db, f"INSERT INTO other VALUES ({i})")
-        wait_until(lambda: _drain(stream, 0.3) == [] and _slot_confirmed(db, slot) > created_at, timeout=30,
-                   what="the idle slot following the server")
+        wait_until(
+            lambda: _drain(stream, 0.3) == [] and _slot_confirmed(db, slot) > created_at,
+            timeout=30,
+            what="the idle slot following the server",
+        )
         assert created_at < _slot_confirmed(db, slot) <= setup.current_wal_lsn(db)
 
         for i in range(1, 4):

@@ -78,9 +78,13 @@ def test_mysql_dump_gtid_encoding() -> None:
     intervals, then (first, last + 1) u64 pairs — and the same bytes mysql-replication sends."""
     g = GtidSet.parse(f"{U1}:1-5:7-9,{U2}:3")
     enc = encode_gtid_set(g)
-    expect = (struct.pack("<Q", 2)
-              + bytes.fromhex(U1.replace("-", "")) + struct.pack("<QQQQQ", 2, 1, 6, 7, 10)
-              + bytes.fromhex(U2.replace("-", "")) + struct.pack("<QQQ", 1, 3, 4))
+    expect = (
+        struct.pack("<Q", 2)
+        + bytes.fromhex(U1.replace("-", ""))
+        + struct.pack("<QQQQQ", 2, 1, 6, 7, 10)
+        + bytes.fromhex(U2.replace("-", ""))
+        + struct.pack("<QQQ", 1, 3, 4)
+    )
     assert enc == expect
     repl = ReplGtidSet(str(g))
     assert enc == repl.encoded() and len(enc) == repl.encoded_length
@@ -92,8 +96,14 @@ def test_binlog_position_order_and_text() -> None:
     p = BinlogPosition.parse("mysql-bin.000003:154")
     assert (p.file, p.pos) == ("mysql-bin.000003", 154) and str(p) == "mysql-bin.000003:154"
     assert BinlogPosition.parse(str(p)) == p
-    ordered = ["mysql-bin.000002:900", "mysql-bin.000003:4", "mysql-bin.000003:154", "mysql-bin.000010:4",
-               "mysql-bin.999999:4", "mysql-bin.1000000:4"]
+    ordered = [
+        "mysql-bin.000002:900",
+        "mysql-bin.000003:4",
+        "mysql-bin.000003:154",
+        "mysql-bin.000010:4",
+        "mysql-bin.999999:4",
+        "mysql-bin.1000000:4",
+    ]
     positions = [BinlogPosition.parse(t) for t in ordered]
     assert sorted(reversed(positions)) == positions
     assert positions[0] < positions[1] <= positions[2] and positions[-1] > positions[-2]

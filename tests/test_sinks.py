@@ -25,21 +25,55 @@ from connectors.sinks.common import serialized, serialized_batch
 # --------------------------------------------------------------------------- records
 KEY_SCHEMA = struct("srv.public.t.Key", [("id", prim("int32"))])
 ROW = struct("srv.public.t.Value", [("id", prim("int32")), ("name", prim("string", True))], optional=True)
-SOURCE = struct("io.debezium.connector.postgresql.Source", [
-    ("ts_ms", prim("int64")), ("lsn", prim("int64", True)), ("txId", prim("int64", True))])
-ENVELOPE = struct("srv.public.t.Envelope", [
-    ("before", ROW), ("after", ROW), ("source", SOURCE), ("op", prim("string")), ("ts_ms", prim("int64", True))],
-    version=2)
-TXN_SCHEMA = struct("io.debezium.connector.common.TransactionMetadataValue", [
-    ("status", prim("string")), ("id", prim("string"))])
+SOURCE = struct(
+    "io.debezium.connector.postgresql.Source",
+    [("ts_ms", prim("int64")), ("lsn", prim("int64", True)), ("txId", prim("int64", True))],
+)
+ENVELOPE = struct(
+    "srv.public.t.Envelope",
+    [
+        ("before", ROW),
+        ("after", ROW),
+        ("source", SOURCE),
+        ("op", prim("string")),
+        ("ts_ms", prim("int64", True)),
+    ],
+    version=2,
+)
+TXN_SCHEMA = struct(
+    "io.debezium.connector.common.TransactionMetadataValue",
+    [("status", prim("string")), ("id", prim("string"))],
+)
 
 
-def change(topic: str, op: str, id_: int, before: dict | None, after: dict | None, lsn: int,
-           *, headers: tuple[tuple[str, bytes], ...] = (), keyless: bool = False) -> Record:
-    value = {"before": before, "after": after, "op": op, "ts_ms": 1_700_000_000_000 + lsn,
-             "source": {"ts_ms": 1_699_999_999_000 + lsn, "lsn": lsn, "txId": 700 + lsn}}
-    return Record(topic, None if keyless else {"id": id_}, value, None if keyless else KEY_SCHEMA, ENVELOPE,
-                  headers, "public.t", {"lsn": lsn})
+def change(
+    topic: str,
+    op: str,
+    id_: int,
+    before: dict | None,
+    after: dict | None,
+    lsn: int,
+    *,
+    headers: tuple[tuple[str, bytes], ...] = (),
+    keyless: bool = False,
+) -> Record:
+    value = {
+        "before": before,
+        "after": after,
+        "op": op,
+        "ts_ms": 1_700_000_000_000 + lsn,
+        "source": {"ts_ms": 1_699_999_999_000 + lsn, "lsn": lsn, "txId": 700 + lsn},
+    }
+    return Record(
+        topic,
+        None if keyless else {"id": id_},
+        value,
+        None if keyless else KEY_SCHEMA,
+        ENVELOPE,
+        headers,
+        "public.t",
+        {"lsn": lsn},
+    )
 
 
 def tombstone(topic: str, id_: int) -> Record:
@@ -50,14 +84,18 @@ def sample_batches(topic: str) -> list[Batch]:
     """Inserts, an update with headers, a delete + tombstone, a keyless record, a txn record."""
     b1 = [
         change(topic, "c", 1, None, {"id": 1, "name": "a"}, 100),
-        change(topic, "c", 2, None, {"id": 2, "name": "ünï"}, 101, headers=(("h1", b"x"), ("bin", b"\x00\xff"))),
+        change(
+            topic, "c", 2, None, {"id": 2, "name": "ünï"}, 101, headers=(("h1", b"x"), ("bin", b"\x00\xff"))
+        ),
         change(topic, "u", 1, {"id": 1, "name": "a"}, {"id": 1, "name": None}, 102),
     ]
     b2 = [
         change(topic, "d", 2, {"id": 2, "name": "ünï"}, None, 103),
         tombstone(topic, 2),
         change(topic, "c", 9, None, {"id": 9, "name": "nokey"}, 104, keyless=True),
-        Record(topic, {"id": "tx-1"}, {"status": "END", "id": "tx-1"}, None, TXN_SCHEMA, (), None, {"lsn": 104}),
+        Record(
+            topic, {"id": "tx-1"}, {"status": "END", "id": "tx-1"}, None, TXN_SCHEMA, (), None, {"lsn": 104}
+        ),
     ]
     return [Batch(b1, {"lsn": 102, "txId": 702}, seq=1), Batch(b2, {"lsn": 104, "txId": 704}, seq=2)]
 
@@ -89,15 +127,24 @@ def read_topic(bootstrap: str, topic: str, expect: int, timeout: float = 20.0) -
     """
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused-no-commits", "enable.auto.commit": False,
-                  "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "unused-no-commits",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+        }
+    )
     try:
         parts = sorted(c.list_topics(topic, timeout=10).topics[topic].partitions)
         c.assign([TopicPartition(topic, p, 0) for p in parts])
         out: dict[int, list[Got]] = {p: [] for p in parts}
         at_eof: set[int] = set()
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and (len(at_eof) < len(parts) or sum(map(len, out.values())) < expect):
+        while time.monotonic() < deadline and (
+            len(at_eof) < len(parts) or sum(map(len, out.values())) < expect
+        ):
             m = c.poll(0.5)
             if m is None:
                 continue
@@ -124,8 +171,8 @@ def _load(b: bytes | None) -> Any:
 
 @dataclass
 class Harness:
-    make: Callable[[], Any]                # a new sink instance (a "restart")
-    read: Callable[[int], list[Got]]       # everything the sink holds, in order
+    make: Callable[[], Any]  # a new sink instance (a "restart")
+    read: Callable[[int], list[Got]]  # everything the sink holds, in order
     topic: str
 
 
@@ -133,8 +180,11 @@ def _kafka_harness(client: str, bootstrap: str, topic: str) -> Harness:
     from connectors.sinks.kafka import KafkaSink
 
     def make() -> Any:
-        return KafkaSink({"bootstrap.servers": bootstrap}, client=client,  # type: ignore[arg-type]
-                         topic_partitions=1)
+        return KafkaSink(
+            {"bootstrap.servers": bootstrap},
+            client=client,  # type: ignore[arg-type]
+            topic_partitions=1,
+        )
 
     return Harness(make, lambda n: read_topic(bootstrap, topic, n), topic)
 
@@ -147,8 +197,11 @@ def _delta_harness(tmp: Path, topic: str) -> Harness:
     uri = tmp / "wh" / "srv" / "changelog"
 
     def read(_: int) -> list[Got]:
-        t = DeltaTable(str(uri)).to_pyarrow_table().sort_by([("batch_seq", "ascending"),
-                                                              ("event_index", "ascending")])
+        t = (
+            DeltaTable(str(uri))
+            .to_pyarrow_table()
+            .sort_by([("batch_seq", "ascending"), ("event_index", "ascending")])
+        )
         out = []
         for row in t.to_pylist():
             hs = tuple((h["key"], base64.b64decode(h["value"])) for h in orjson.loads(row["headers"] or "[]"))
@@ -173,8 +226,12 @@ def _jsonl_harness(tmp: Path, topic: str) -> Harness:
     return Harness(lambda: JsonLinesSink(path), read, topic)
 
 
-SINKS = [pytest.param("kafka-confluent", marks=pytest.mark.kafka),
-         pytest.param("kafka-python", marks=pytest.mark.kafka), "delta", "jsonl"]
+SINKS = [
+    pytest.param("kafka-confluent", marks=pytest.mark.kafka),
+    pytest.param("kafka-python", marks=pytest.mark.kafka),
+    "delta",
+    "jsonl",
+]
 
 
 @pytest.fixture(params=SINKS)
@@ -250,7 +307,7 @@ def test_delta_restart_does_not_duplicate(tmp_path: Path) -> None:
     s.close()
     s2 = h.make()  # simulated restart
     assert s2.last_offset() == (2, {"lsn": 104, "txId": 704})
-    s2.write(b2)   # the engine would skip it; the sink must not duplicate either
+    s2.write(b2)  # the engine would skip it; the sink must not duplicate either
     assert len(h.read(0)) == len(b1.records) + len(b2.records)
     b3 = Batch([change(h.topic, "c", 3, None, {"id": 3, "name": "c"}, 105)], {"lsn": 105}, seq=3)
     s2.write(b3)
@@ -300,11 +357,37 @@ def test_delta_rebuilds_kafka_records_byte_exact(tmp_path: Path, schemas: tuple[
 
     ks, vs = schemas
     src = {"ts_ms": 1, "lsn": 7, "txId": 3}
-    recs = [Record("srv.public.t", {"id": i}, change_value(None, {"id": i, "name": f"n{i}"}, src, "c",
-                                                           {"id": "3:7", "total_order": i, "data_collection_order": i}),
-                   KEY_SCHEMA, ENVELOPE, (), "public.t", None) for i in range(3)]
-    recs.append(Record("srv.public.t", {"id": 0}, change_value({"id": 0, "name": "n0"}, None, src, "d", None),
-                       KEY_SCHEMA, ENVELOPE, (), "public.t", None))
+    recs = [
+        Record(
+            "srv.public.t",
+            {"id": i},
+            change_value(
+                None,
+                {"id": i, "name": f"n{i}"},
+                src,
+                "c",
+                {"id": "3:7", "total_order": i, "data_collection_order": i},
+            ),
+            KEY_SCHEMA,
+            ENVELOPE,
+            (),
+            "public.t",
+            None,
+        )
+        for i in range(3)
+    ]
+    recs.append(
+        Record(
+            "srv.public.t",
+            {"id": 0},
+            change_value({"id": 0, "name": "n0"}, None, src, "d", None),
+            KEY_SCHEMA,
+            ENVELOPE,
+            (),
+            "public.t",
+            None,
+        )
+    )
     recs.append(tombstone("srv.public.t", 0))
     sink = DeltaChangeLogSink(tmp_path / "cl", "c", key_schemas_enable=ks, value_schemas_enable=vs)
     sink.write(Batch(recs, {"lsn": 7}, seq=1))
@@ -318,12 +401,25 @@ def test_delta_mysql_positions(tmp_path: Path) -> None:
 
     h = _delta_harness(tmp_path, "db.inv.t")
     src = {"ts_ms": 5, "file": "mysql-bin.000003", "pos": 154, "row": 1, "gtid": "0-1-100", "server_id": 1}
-    r = Record("db.inv.t", {"id": 1}, {"before": None, "after": {"id": 1}, "source": src, "op": "c",
-                                        "ts_ms": 6}, KEY_SCHEMA, None, (), "inv.t", None)
+    r = Record(
+        "db.inv.t",
+        {"id": 1},
+        {"before": None, "after": {"id": 1}, "source": src, "op": "c", "ts_ms": 6},
+        KEY_SCHEMA,
+        None,
+        (),
+        "inv.t",
+        None,
+    )
     h.make().write(Batch([r], {"file": "mysql-bin.000003", "pos": 154}, seq=1))
     row = DeltaTable(str(tmp_path / "wh" / "srv" / "changelog")).to_pyarrow_table().to_pylist()[0]
-    assert (row["binlog_file"], row["binlog_pos"], row["row"], row["gtid"], row["lsn"]) == \
-        ("mysql-bin.000003", 154, 1, "0-1-100", None)
+    assert (row["binlog_file"], row["binlog_pos"], row["row"], row["gtid"], row["lsn"]) == (
+        "mysql-bin.000003",
+        154,
+        1,
+        "0-1-100",
+        None,
+    )
 
 
 # --------------------------------------------------------------------------- kafka specifics
@@ -346,8 +442,15 @@ def test_jsonl_equals_kafka(bootstrap: str, tmp_path: Path) -> None:
     assert len(lines) == len(got) == 7
     for line, g in zip(lines, got, strict=True):
         # The line is the Kafka bytes spliced in, byte for byte.
-        assert line == (b'{"topic":' + orjson.dumps(g.topic) + b',"key":' + (g.key or b"null")
-                        + b',"value":' + (g.value or b"null") + b"}")
+        assert line == (
+            b'{"topic":'
+            + orjson.dumps(g.topic)
+            + b',"key":'
+            + (g.key or b"null")
+            + b',"value":'
+            + (g.value or b"null")
+            + b"}"
+        )
 
 
 def test_serialize_once_per_batch(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -380,9 +483,16 @@ def test_kafka_config_errors() -> None:
         KafkaSink({"linger.ms": 5}, client="kafka-python")
     with pytest.raises(ConfigError, match="kafka.client"):
         KafkaSink({"bootstrap.servers": "x:1"}, client="nope")  # type: ignore[arg-type]
-    kw = kafka_python_config({"bootstrap.servers": "a:1,b:2", "linger.ms": "5", "acks": "-1",
-                              "enable.idempotence": "false", "key.serializer": "org.x.ByteArraySerializer",
-                              "sasl.jaas.config": 'org.x.PlainLoginModule required username="u" password="p";'})
+    kw = kafka_python_config(
+        {
+            "bootstrap.servers": "a:1,b:2",
+            "linger.ms": "5",
+            "acks": "-1",
+            "enable.idempotence": "false",
+            "key.serializer": "org.x.ByteArraySerializer",
+            "sasl.jaas.config": 'org.x.PlainLoginModule required username="u" password="p";',
+        }
+    )
     assert kw["bootstrap_servers"] == ["a:1", "b:2"] and kw["linger_ms"] == 5 and kw["acks"] == "all"
     assert kw["enable_idempotence"] is False and kw["compression_type"] == "gzip"
     assert (kw["sasl_plain_username"], kw["sasl_plain_password"]) == ("u", "p")
@@ -395,9 +505,15 @@ def test_build_sinks_from_config(tmp_path: Path) -> None:
 
     from connectors.sinks import build_sinks
 
-    cfg = SimpleNamespace(name="c1", topic_prefix="srv", warehouse=tmp_path, sink_types=["delta", "jsonl"],
-                          sink={"jsonl.path": str(tmp_path / "o.jsonl")}, key_schemas_enable=True,
-                          value_schemas_enable=False)
+    cfg = SimpleNamespace(
+        name="c1",
+        topic_prefix="srv",
+        warehouse=tmp_path,
+        sink_types=["delta", "jsonl"],
+        sink={"jsonl.path": str(tmp_path / "o.jsonl")},
+        key_schemas_enable=True,
+        value_schemas_enable=False,
+    )
     sinks = build_sinks(cfg)
     assert [s.name for s in sinks] == ["delta", "jsonl"]
     assert sinks[0].table_uri == f"{tmp_path}/srv/changelog"
@@ -419,7 +535,9 @@ def test_kafka_missing_topic_without_creation_is_terminal(bootstrap: str, client
 
 
 @pytest.mark.kafka
-@pytest.mark.parametrize(("client", "limit"), [("confluent", "message.max.bytes"), ("kafka-python", "max.request.size")])
+@pytest.mark.parametrize(
+    ("client", "limit"), [("confluent", "message.max.bytes"), ("kafka-python", "max.request.size")]
+)
 def test_kafka_record_too_large_is_terminal(bootstrap: str, client: str, limit: str) -> None:
     from connectors.sinks.kafka import KafkaSink
 
@@ -451,7 +569,9 @@ def _bench_batches(topic: str, n: int, per_batch: int) -> Iterator[Batch]:
     """Batches built one at a time, as the engine hands them over (one batch alive)."""
     pad = "x" * 330  # ~500-byte Kafka values with schemas off
     for seq, start in enumerate(range(0, n, per_batch), 1):
-        recs = [change(topic, "c", i, None, {"id": i, "name": pad}, i) for i in range(start, start + per_batch)]
+        recs = [
+            change(topic, "c", i, None, {"id": i, "name": pad}, i) for i in range(start, start + per_batch)
+        ]
         yield Batch(recs, {"lsn": start + per_batch}, seq=seq)
 
 
@@ -473,8 +593,13 @@ def test_bench_kafka(bootstrap: str, client: str) -> None:
     topic = f"bench_{client}_{uuid.uuid4().hex[:6]}"
     first = next(_bench_batches(topic, 1, 1))
     size = len(serialized(first.records[0], False, False)[1] or b"")
-    sink = KafkaSink({"bootstrap.servers": bootstrap}, client=client,  # type: ignore[arg-type]
-                     key_schemas_enable=False, value_schemas_enable=False, topic_partitions=1)
+    sink = KafkaSink(
+        {"bootstrap.servers": bootstrap},
+        client=client,  # type: ignore[arg-type]
+        key_schemas_enable=False,
+        value_schemas_enable=False,
+        topic_partitions=1,
+    )
     sink.write(first)  # topic creation + connection outside the timing
     dt = _timed_writes(sink, _bench_batches(topic, 100_000, 10_000))
     sink.close()
@@ -498,8 +623,11 @@ def test_kafka_python_reads_gzip_sinks(kafka: Any) -> None:
 
     for client, extra in (("kafka-python", {}), ("confluent", {"compression.type": "gzip"})):
         topic = f"srv.public.t_{uuid.uuid4().hex[:10]}"
-        sink = KafkaSink({"bootstrap.servers": kafka.bootstrap, **extra}, client=client,  # type: ignore[arg-type]
-                         topic_partitions=1)
+        sink = KafkaSink(
+            {"bootstrap.servers": kafka.bootstrap, **extra},
+            client=client,  # type: ignore[arg-type]
+            topic_partitions=1,
+        )
         batches = sample_batches(topic)
         for b in batches:
             sink.write(b)
@@ -521,11 +649,16 @@ def test_context_headers_on_data_change_records(tmp_path: Path, bootstrap: str) 
 
     ctx = context_headers("srv", "postgres")
     names = [h[0] for h in ctx]
-    assert names == ["__debezium.context.connectorLogicalName", "__debezium.context.taskId",
-                     "__debezium.context.connectorName", "__debezium.context.runId"]
+    assert names == [
+        "__debezium.context.connectorLogicalName",
+        "__debezium.context.taskId",
+        "__debezium.context.connectorName",
+        "__debezium.context.runId",
+    ]
     values = [orjson.loads(h[1]) for h in ctx]
-    assert values[:3] == [{"schema": {"type": "string", "optional": False}, "payload": p}
-                          for p in ("srv", "0", "postgresql")]
+    assert values[:3] == [
+        {"schema": {"type": "string", "optional": False}, "payload": p} for p in ("srv", "0", "postgresql")
+    ]
     assert uuid.UUID(values[3]["payload"]).version == 7
     assert context_headers("srv", "postgres")[3] != ctx[3]  # a new run, a new runId
 
@@ -540,7 +673,12 @@ def test_context_headers_on_data_change_records(tmp_path: Path, bootstrap: str) 
     kafka.close()
     got = read_topic(bootstrap, topic, len(want))
     assert [g.headers for g in got] == want
-    rows = DeltaTable(str(tmp_path / "cl")).to_pyarrow_table().sort_by([("batch_seq", "ascending"),
-                                                                         ("event_index", "ascending")])
-    assert [tuple((h["key"], base64.b64decode(h["value"])) for h in orjson.loads(r or "[]"))
-            for r in rows["headers"].to_pylist()] == want
+    rows = (
+        DeltaTable(str(tmp_path / "cl"))
+        .to_pyarrow_table()
+        .sort_by([("batch_seq", "ascending"), ("event_index", "ascending")])
+    )
+    assert [
+        tuple((h["key"], base64.b64decode(h["value"])) for h in orjson.loads(r or "[]"))
+        for r in rows["headers"].to_pylist()
+    ] == want

@@ -27,8 +27,9 @@ def tmpfs(path: Path, *, read_only: bool) -> Iterator[Path]:
     """A private tmpfs mounted at `path` (the suite runs as root, as CI does)."""
     path.mkdir(parents=True, exist_ok=True)
     opts = "ro,size=64m" if read_only else "size=64m"
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tidemark-test", str(path)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", opts, "tidemark-test", str(path)], capture_output=True, text=True
+    )
     assert proc.returncode == 0, f"mount failed (the suite needs root): {proc.stderr}"
     try:
         yield path
@@ -57,16 +58,23 @@ def test_delta_rs_errors_of_an_unwritable_location_are_terminal(tmp_path: Path) 
         write_deltalake("/etc/hostname/wh", table, mode="append")
     assert isinstance(storage_error(info.value, "/etc/hostname/wh", "x"), TerminalError)
     # Faults that can pass are retried.
-    assert isinstance(storage_error(OSError(104, "Connection reset by peer"), "s3://b/t", "x"), TransientError)
-    assert isinstance(storage_error(Exception("Client error with status 503: Slow Down"), "s3://b/t", "x"),
-                      TransientError)
-    assert isinstance(storage_error(Exception("Client error with status 403 Forbidden: AccessDenied"),
-                                    "s3://b/t", "x"), TerminalError)
+    assert isinstance(
+        storage_error(OSError(104, "Connection reset by peer"), "s3://b/t", "x"), TransientError
+    )
+    assert isinstance(
+        storage_error(Exception("Client error with status 503: Slow Down"), "s3://b/t", "x"), TransientError
+    )
+    assert isinstance(
+        storage_error(Exception("Client error with status 403 Forbidden: AccessDenied"), "s3://b/t", "x"),
+        TerminalError,
+    )
 
 
 def test_preflight_checks_name_the_path(tmp_path: Path) -> None:
     with tmpfs(tmp_path / "ro", read_only=True) as ro:
-        with pytest.raises(TerminalError, match=rf"the warehouse {ro}/wh is not writable: Read-only file system"):
+        with pytest.raises(
+            TerminalError, match=rf"the warehouse {ro}/wh is not writable: Read-only file system"
+        ):
             check_writable(ro / "wh", "the warehouse")
         with pytest.raises(TerminalError, match="Read-only file system"):
             check_file_writable(ro / "events.jsonl", "the jsonl output")
@@ -110,13 +118,21 @@ def _slots(pg: Any) -> list[str]:
     return [r[0] for r in pg.query("SELECT slot_name FROM pg_replication_slots")]
 
 
-def test_unwritable_warehouse_is_refused_before_the_slot_is_created(pg: Any, unique_name: Any,
-                                                                    tmp_path: Path) -> None:
+def test_unwritable_warehouse_is_refused_before_the_slot_is_created(
+    pg: Any, unique_name: Any, tmp_path: Path
+) -> None:
     slot = unique_name("slot")
     with tmpfs(tmp_path / "ro", read_only=True) as ro:
         for sinks, extra in (("jsonl", {}), ("delta", {})):
-            cfg = write_config(tmp_path / f"{sinks}.properties", pg, slot=slot, sinks=sinks,
-                               jsonl=tmp_path / "out.jsonl", warehouse=ro / "wh", **extra)
+            cfg = write_config(
+                tmp_path / f"{sinks}.properties",
+                pg,
+                slot=slot,
+                sinks=sinks,
+                jsonl=tmp_path / "out.jsonl",
+                warehouse=ro / "wh",
+                **extra,
+            )
             started = time.monotonic()
             proc = run_cli("run", "--config", str(cfg), "--until-caught-up", check=False, timeout=60)
             assert proc.returncode == 1, proc.stderr
@@ -124,36 +140,54 @@ def test_unwritable_warehouse_is_refused_before_the_slot_is_created(pg: Any, uni
             assert "hint: make" in proc.stderr and "retrying" not in proc.stderr, proc.stderr
             assert time.monotonic() - started < 30
     # an unwritable jsonl path is refused the same way (it was an "unexpected FileNotFoundError")
-    cfg = write_config(tmp_path / "j.properties", pg, slot=slot, sinks="jsonl",
-                       jsonl=Path("/etc/hostname/out.jsonl"))
+    cfg = write_config(
+        tmp_path / "j.properties", pg, slot=slot, sinks="jsonl", jsonl=Path("/etc/hostname/out.jsonl")
+    )
     proc = run_cli("run", "--config", str(cfg), "--until-caught-up", check=False, timeout=60)
-    assert proc.returncode == 1 and "/etc/hostname/out.jsonl is not writable: Not a directory" in proc.stderr, \
-        proc.stderr
+    assert (
+        proc.returncode == 1 and "/etc/hostname/out.jsonl is not writable: Not a directory" in proc.stderr
+    ), proc.stderr
     assert "unexpected" not in proc.stderr
     assert slot not in _slots(pg)  # nothing was set up on the server
 
 
 @pytest.mark.parametrize("sinks", ["delta", "jsonl"])
-def test_a_warehouse_that_turns_read_only_stops_the_connector(pg: Any, pg_database: str, unique_name: Any,
-                                                              tmp_path: Path, sinks: str) -> None:
+def test_a_warehouse_that_turns_read_only_stops_the_connector(
+    pg: Any, pg_database: str, unique_name: Any, tmp_path: Path, sinks: str
+) -> None:
     slot = unique_name("slot")
     pg.execute("CREATE TABLE t (id int PRIMARY KEY)", dbname=pg_database)
     with tmpfs(tmp_path / "fs", read_only=False) as fs:
         # jsonl: the warehouse holds the offset table (the output file stays outside: an open
         # file would keep the file system from being remounted).
         out = tmp_path / "out.jsonl"
-        cfg = write_config(tmp_path / "c.properties", pg, slot=slot, sinks=sinks, jsonl=out,
-                           warehouse=fs / "wh", dbname=pg_database)
+        cfg = write_config(
+            tmp_path / "c.properties",
+            pg,
+            slot=slot,
+            sinks=sinks,
+            jsonl=out,
+            warehouse=fs / "wh",
+            dbname=pg_database,
+        )
         log = tmp_path / "run.log"
         proc = popen_cli("run", "--config", str(cfg), log=log)
         try:
-            wait_until(lambda: pg.query("SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,)),
-                       timeout=60, what="the connector's slot", on_timeout=log.read_text)
+            wait_until(
+                lambda: pg.query("SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,)),
+                timeout=60,
+                what="the connector's slot",
+                on_timeout=log.read_text,
+            )
             pg.execute("INSERT INTO t VALUES (1)", dbname=pg_database)
             # jsonl: the offset table's first save; delta: the change log's first commit.
             first = ("_state/offsets" if sinks == "jsonl" else "tm/changelog") + "/_delta_log"
-            wait_until(lambda: (fs / "wh" / first).exists(), timeout=60, what=f"{first} to be written",
-                       on_timeout=log.read_text)
+            wait_until(
+                lambda: (fs / "wh" / first).exists(),
+                timeout=60,
+                what=f"{first} to be written",
+                on_timeout=log.read_text,
+            )
             remount(fs, "ro")
             pg.execute("INSERT INTO t VALUES (2)", dbname=pg_database)
             code = proc.wait(timeout=60)
@@ -169,8 +203,9 @@ def test_a_warehouse_that_turns_read_only_stops_the_connector(pg: Any, pg_databa
 
 
 # --------------------------------------------------------------------------- object store
-def test_delta_change_log_on_an_object_store(pg: Any, pg_database: str, unique_name: Any, tmp_path: Path,
-                                             azurite: Any) -> None:
+def test_delta_change_log_on_an_object_store(
+    pg: Any, pg_database: str, unique_name: Any, tmp_path: Path, azurite: Any
+) -> None:
     """The Delta sink writes to an object store (Azurite, signed requests); refused credentials
     are a terminal error at start, before the slot exists, and the key never shows."""
     from deltalake import DeltaTable
@@ -183,8 +218,15 @@ def test_delta_change_log_on_an_object_store(pg: Any, pg_database: str, unique_n
 
     def config(key: str) -> Path:
         opts = {f"debezium.sink.delta.storage.{k}": v for k, v in azurite.storage_options(key).items()}
-        return write_config(tmp_path / "c.properties", pg, slot=slot, sinks="delta", dbname=pg_database,
-                            warehouse=tmp_path / "wh", **{"debezium.sink.delta.table.path": uri, **opts})
+        return write_config(
+            tmp_path / "c.properties",
+            pg,
+            slot=slot,
+            sinks="delta",
+            dbname=pg_database,
+            warehouse=tmp_path / "wh",
+            **{"debezium.sink.delta.table.path": uri, **opts},
+        )
 
     wrong_key = "d3Jvbmcta2V5LW5vdC10aGUtYWNjb3VudHMtb3duLWtleS1hdC1hbGwtMTIzNDU2Nzg5MA=="
     proc = run_cli("run", "--config", str(config(wrong_key)), "--until-caught-up", check=False, timeout=60)
@@ -198,14 +240,22 @@ def test_delta_change_log_on_an_object_store(pg: Any, pg_database: str, unique_n
     cfg = config(azurite.storage_options()["azure_storage_account_key"])
     proc = popen_cli("run", "--config", str(cfg), log=tmp_path / "run.log")
     try:
-        wait_until(lambda: pg.query("SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,)),
-                   timeout=60, what="the connector's slot", on_timeout=(tmp_path / "run.log").read_text)
+        wait_until(
+            lambda: pg.query("SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,)),
+            timeout=60,
+            what="the connector's slot",
+            on_timeout=(tmp_path / "run.log").read_text,
+        )
         pg.execute("INSERT INTO t VALUES (1), (2)", dbname=pg_database)
 
         def rows() -> int:
             if not DeltaTable.is_deltatable(uri, storage_options=azurite.storage_options()):
                 return 0
-            return DeltaTable(uri, storage_options=azurite.storage_options()).to_pyarrow_table(columns=["op"]).num_rows
+            return (
+                DeltaTable(uri, storage_options=azurite.storage_options())
+                .to_pyarrow_table(columns=["op"])
+                .num_rows
+            )
 
         wait_until(lambda: rows() == 2, timeout=60, what="two rows in the object-store change log")
     finally:

@@ -20,8 +20,12 @@ import typer
 
 from connectors.api import ConfigError, TerminalError, TidemarkError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Tidemark: change data capture from PostgreSQL and MySQL/MariaDB into Kafka and Delta Lake.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Tidemark: change data capture from PostgreSQL and MySQL/MariaDB into Kafka and Delta Lake.",
+)
 offsets_app = typer.Typer(no_args_is_help=True, help="Inspect or reset a connector's stored offsets.")
 app.add_typer(offsets_app, name="offsets")
 
@@ -29,7 +33,9 @@ log = logging.getLogger("tidemark")
 
 # The file is checked by config.load, so that a missing or unreadable file gets the same one-line
 # error (exit 2) as any other configuration problem.
-ConfigOpt = typer.Option(..., "--config", "-c", help="Connector config (.properties or .yaml), Debezium property names")
+ConfigOpt = typer.Option(
+    ..., "--config", "-c", help="Connector config (.properties or .yaml), Debezium property names"
+)
 
 
 class LogLevel(enum.StrEnum):
@@ -47,8 +53,11 @@ def LogLevelOpt(default: str) -> Any:  # noqa: N802 - reads like the typer.Optio
 
 def _setup_logging(level: LogLevel | str) -> None:
     name = level.value if isinstance(level, LogLevel) else level.upper()
-    logging.basicConfig(level=getattr(logging, name, logging.INFO), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=getattr(logging, name, logging.INFO),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
+    )
     for noisy in ("kafka", "deltalake", "py4j"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
@@ -61,8 +70,10 @@ def _fail(err: BaseException, code: int = 1) -> None:
         # Not one of ours: say what it was in one line; the traceback goes to the debug log only.
         log.debug("unexpected error", exc_info=err)
         first = next(iter(str(err).splitlines()), "")
-        err = TidemarkError(f"unexpected {type(err).__name__}: {first}",
-                            "rerun with --log-level DEBUG for the traceback and report it")
+        err = TidemarkError(
+            f"unexpected {type(err).__name__}: {first}",
+            "rerun with --log-level DEBUG for the traceback and report it",
+        )
     typer.echo(f"tidemark: error: {_without_backtrace(err.message)}", err=True)
     if err.hint:
         typer.echo(f"  hint: {err.hint}", err=True)
@@ -101,12 +112,15 @@ def _guarded(command: F) -> F:
 
 @app.command()
 @_guarded
-def run(config: Path = ConfigOpt,
-        until_caught_up: bool = typer.Option(False, "--until-caught-up",
-                                             help="Stop once caught up with the server's log position at start"),
-        max_seconds: float = typer.Option(0, "--max-seconds", help="Stop after this many seconds (0 = no limit)"),
-        metrics_port: int = typer.Option(0, "--metrics-port", help="Serve Prometheus metrics on this port"),
-        log_level: LogLevel = LogLevelOpt("INFO")) -> None:
+def run(
+    config: Path = ConfigOpt,
+    until_caught_up: bool = typer.Option(
+        False, "--until-caught-up", help="Stop once caught up with the server's log position at start"
+    ),
+    max_seconds: float = typer.Option(0, "--max-seconds", help="Stop after this many seconds (0 = no limit)"),
+    metrics_port: int = typer.Option(0, "--metrics-port", help="Serve Prometheus metrics on this port"),
+    log_level: LogLevel = LogLevelOpt("INFO"),
+) -> None:
     """Stream changes until SIGTERM/SIGINT (or the bounded-mode limit), then stop cleanly."""
     from connectors.engine.loop import close_all
     from connectors.engine.wiring import build_engine
@@ -138,11 +152,18 @@ def run(config: Path = ConfigOpt,
             try:
                 engine.metrics.serve(metrics_port)
             except OSError as e:
-                raise TerminalError(f"--metrics-port {metrics_port}: cannot serve metrics: {e.strerror or e}",
-                                    "choose a free port") from None
+                raise TerminalError(
+                    f"--metrics-port {metrics_port}: cannot serve metrics: {e.strerror or e}",
+                    "choose a free port",
+                ) from None
         stats = engine.run()
-        log.info("stopped: %d records in %d batches, %.1fs; last offset %s", stats.records, stats.batches,
-                 stats.seconds, stats.last_offset)
+        log.info(
+            "stopped: %d records in %d batches, %.1fs; last offset %s",
+            stats.records,
+            stats.batches,
+            stats.seconds,
+            stats.last_offset,
+        )
     except Exception as e:
         _fail(e)
     finally:
@@ -182,9 +203,11 @@ def offsets_show(config: Path = ConfigOpt, log_level: LogLevel = LogLevelOpt("WA
 
 @offsets_app.command("reset")
 @_guarded
-def offsets_reset(config: Path = ConfigOpt,
-                  yes: bool = typer.Option(False, "--yes", help="Do not ask for confirmation"),
-                  log_level: LogLevel = LogLevelOpt("WARNING")) -> None:
+def offsets_reset(
+    config: Path = ConfigOpt,
+    yes: bool = typer.Option(False, "--yes", help="Do not ask for confirmation"),
+    log_level: LogLevel = LogLevelOpt("WARNING"),
+) -> None:
     """Forget the stored offsets so the next run starts from the slot's/binlog's current position.
 
     The Delta change log keeps its rows; its app-transaction marker is left, so rows already
@@ -212,18 +235,25 @@ def offsets_reset(config: Path = ConfigOpt,
         store.save(max(seqs) + 1, {"reset": True})
     except TidemarkError as e:
         _fail(e)
-    typer.echo(f"offsets of {cfg.name} reset: the next run starts where the server stands now "
-               "(PostgreSQL: the replication slot's confirmed position; MySQL/MariaDB: the current binlog "
-               "position, with a fresh schema snapshot)")
+    typer.echo(
+        f"offsets of {cfg.name} reset: the next run starts where the server stands now "
+        "(PostgreSQL: the replication slot's confirmed position; MySQL/MariaDB: the current binlog "
+        "position, with a fresh schema snapshot)"
+    )
 
 
 @app.command()
 @_guarded
-def demo(workdir: Path = typer.Option(Path("./demo-run"), "--workdir", help="Where servers and Delta tables go"),
-         rows: int = typer.Option(200, "--rows", help="Workload size (changes)"),
-         source: list[str] = typer.Option(["postgres", "mariadb"], "--source",
-                                          help="Which private servers to run (repeatable): postgres, mariadb"),
-         log_level: LogLevel = LogLevelOpt("WARNING")) -> None:
+def demo(
+    workdir: Path = typer.Option(Path("./demo-run"), "--workdir", help="Where servers and Delta tables go"),
+    rows: int = typer.Option(200, "--rows", help="Workload size (changes)"),
+    source: list[str] = typer.Option(
+        ["postgres", "mariadb"],
+        "--source",
+        help="Which private servers to run (repeatable): postgres, mariadb",
+    ),
+    log_level: LogLevel = LogLevelOpt("WARNING"),
+) -> None:
     """Embedded default: private CDC-ready PostgreSQL and MariaDB, sample database, connector +
     workload, result."""
     from connectors.app.demo import run_demo

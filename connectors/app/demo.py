@@ -56,17 +56,28 @@ class Dialect:
     delete_newest: str
 
 
-PG = Dialect(tags=lambda t: t,
-             ship_oldest="UPDATE orders SET status = 'shipped' WHERE id = "
-                         "(SELECT min(id) FROM orders WHERE status = 'new')",
-             delete_newest="DELETE FROM orders WHERE id = (SELECT max(id) FROM orders)")
-MARIADB = Dialect(tags=lambda t: "[" + ",".join(f'"{x}"' for x in t) + "]",
-                  ship_oldest="UPDATE orders SET status = 'shipped' WHERE status = 'new' ORDER BY id LIMIT 1",
-                  delete_newest="DELETE FROM orders ORDER BY id DESC LIMIT 1")
+PG = Dialect(
+    tags=lambda t: t,
+    ship_oldest="UPDATE orders SET status = 'shipped' WHERE id = "
+    "(SELECT min(id) FROM orders WHERE status = 'new')",
+    delete_newest="DELETE FROM orders WHERE id = (SELECT max(id) FROM orders)",
+)
+MARIADB = Dialect(
+    tags=lambda t: "[" + ",".join(f'"{x}"' for x in t) + "]",
+    ship_oldest="UPDATE orders SET status = 'shipped' WHERE status = 'new' ORDER BY id LIMIT 1",
+    delete_newest="DELETE FROM orders ORDER BY id DESC LIMIT 1",
+)
 
 
-def workload(conn: Any, n: int, rnd: random.Random, dialect: Dialect = PG, *, pace_s: float = 0.0,
-             progress: Callable[[int, int], None] = lambda done, records: None) -> int:
+def workload(
+    conn: Any,
+    n: int,
+    rnd: random.Random,
+    dialect: Dialect = PG,
+    *,
+    pace_s: float = 0.0,
+    progress: Callable[[int, int], None] = lambda done, records: None,
+) -> int:
     """Run the shop workload (autocommit: one transaction per statement), `pace_s` apart, and
     return the number of Kafka records it makes the connector emit: one per inserted or
     updated row, two per deleted row (the delete and its tombstone). `progress(statements,
@@ -85,11 +96,15 @@ def workload(conn: Any, n: int, rnd: random.Random, dialect: Dialect = PG, *, pa
             time.sleep(pace_s)  # pacing the demo's workload so it can be watched, not a wait
 
     for i in range(max(3, n // 20)):
-        run("INSERT INTO products (name, price, tags) VALUES (%s, %s, %s)",
-            (f"product-{i}", round(rnd.uniform(1, 500), 2), dialect.tags(["demo", f"cat{i % 3}"])))
+        run(
+            "INSERT INTO products (name, price, tags) VALUES (%s, %s, %s)",
+            (f"product-{i}", round(rnd.uniform(1, 500), 2), dialect.tags(["demo", f"cat{i % 3}"])),
+        )
     for i in range(max(5, n // 10)):
-        run("INSERT INTO customers (first_name, last_name, email) VALUES (%s, %s, %s)",
-            (f"First{i}", f"Last{i}", f"user{i}.{rnd.randrange(1 << 30)}@example.com"))
+        run(
+            "INSERT INTO customers (first_name, last_name, email) VALUES (%s, %s, %s)",
+            (f"First{i}", f"Last{i}", f"user{i}.{rnd.randrange(1 << 30)}@example.com"),
+        )
     cur.execute("SELECT id FROM customers")
     customers = [r[0] for r in cur.fetchall()]
     cur.execute("SELECT id FROM products")
@@ -97,8 +112,10 @@ def workload(conn: Any, n: int, rnd: random.Random, dialect: Dialect = PG, *, pa
     for _ in range(n):
         r = rnd.random()
         if r < 0.6:
-            run("INSERT INTO orders (customer_id, product_id, quantity, ordered_on) VALUES (%s, %s, %s, current_date)",
-                (rnd.choice(customers), rnd.choice(products), rnd.randint(1, 9)))
+            run(
+                "INSERT INTO orders (customer_id, product_id, quantity, ordered_on) VALUES (%s, %s, %s, current_date)",
+                (rnd.choice(customers), rnd.choice(products), rnd.randint(1, 9)),
+            )
         elif r < 0.85:
             run(dialect.ship_oldest)
         elif r < 0.95:
@@ -115,7 +132,9 @@ SOURCES = ("postgres", "mariadb")
 def run_demo(workdir: Path, rows: int, sources: tuple[str, ...] = SOURCES) -> None:
     unknown = [s for s in sources if s not in SOURCES]
     if unknown:  # before anything is started or cleared
-        raise TerminalError(f"demo: unknown --source {', '.join(unknown)}", f"choose from {', '.join(SOURCES)}")
+        raise TerminalError(
+            f"demo: unknown --source {', '.join(unknown)}", f"choose from {', '.join(SOURCES)}"
+        )
     console = Console()
     _prepare(workdir)
     console.print(f"[bold]Tidemark demo[/] in {workdir}")
@@ -126,13 +145,15 @@ def run_demo(workdir: Path, rows: int, sources: tuple[str, ...] = SOURCES) -> No
             jsonl = workdir / f"{name}.jsonl"
             prefix = f"shop_{name}"
             props = {f"debezium.source.{k}": v for k, v in props.items()}
-            props.update({
-                "debezium.source.topic.prefix": prefix,
-                "debezium.source.snapshot.mode": "no_data",
-                "debezium.sink.type": "delta,jsonl",
-                "debezium.sink.jsonl.path": str(jsonl),
-                "tidemark.warehouse": str(workdir / "warehouse"),
-            })
+            props.update(
+                {
+                    "debezium.source.topic.prefix": prefix,
+                    "debezium.source.snapshot.mode": "no_data",
+                    "debezium.sink.type": "delta,jsonl",
+                    "debezium.sink.jsonl.path": str(jsonl),
+                    "tidemark.warehouse": str(workdir / "warehouse"),
+                }
+            )
             _stream_with_workload(console, props, conn_factory, dialect, rows)
             _show(console, workdir / "warehouse" / prefix / "changelog", jsonl)
 
@@ -148,8 +169,14 @@ def _server(name: str, base: Path) -> Iterator[tuple[dict[str, str], Callable[[]
         try:
             for stmt in PG_SCHEMA:
                 pg.execute(stmt)
-            props = dict(pg.props(), **{"connector.class": "postgres", "slot.name": "tidemark_demo",
-                                        "publication.name": "tidemark_demo"})
+            props = dict(
+                pg.props(),
+                **{
+                    "connector.class": "postgres",
+                    "slot.name": "tidemark_demo",
+                    "publication.name": "tidemark_demo",
+                },
+            )
             yield props, pg.connect, PG, f"private PostgreSQL (wal_level=logical) on 127.0.0.1:{pg.port}"
         finally:
             pg.destroy()
@@ -161,16 +188,27 @@ def _server(name: str, base: Path) -> Iterator[tuple[dict[str, str], Callable[[]
             db.create_database("shop")
             for stmt in MARIADB_SCHEMA:
                 db.execute(stmt, database="shop")
-            props = dict(db.props(), **{"connector.class": "mariadb", "database.server.id": "5701",
-                                        "database.include.list": "shop"})
-            yield (props, lambda: db.connect(database="shop"), MARIADB,
-                   f"private MariaDB (binlog ROW, GTIDs) on 127.0.0.1:{db.port}")
+            props = dict(
+                db.props(),
+                **{
+                    "connector.class": "mariadb",
+                    "database.server.id": "5701",
+                    "database.include.list": "shop",
+                },
+            )
+            yield (
+                props,
+                lambda: db.connect(database="shop"),
+                MARIADB,
+                f"private MariaDB (binlog ROW, GTIDs) on 127.0.0.1:{db.port}",
+            )
         finally:
             db.destroy()
 
 
-def _stream_with_workload(console: Console, props: dict[str, str], connect: Callable[[], Any],
-                          dialect: Dialect, rows: int) -> None:
+def _stream_with_workload(
+    console: Console, props: dict[str, str], connect: Callable[[], Any], dialect: Dialect, rows: int
+) -> None:
     """Stream while a paced workload runs, showing the changes land as they are made; once
     everything landed, stop, and a bounded run (`--until-caught-up`) checks there is nothing
     left up to the server's log position: the same two modes a scheduler uses."""
@@ -192,12 +230,19 @@ def _stream_with_workload(console: Console, props: dict[str, str], connect: Call
     t.start()
     try:
         # once the source is open (slot created / binlog position taken) every change is captured
-        _wait(lambda: engine.stats.connections > 0 or errors or not t.is_alive(), 60, "the connector to start")
+        _wait(
+            lambda: engine.stats.connections > 0 or errors or not t.is_alive(), 60, "the connector to start"
+        )
         if errors:
             raise errors[0]
         made = 0
-        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:>5.0f}"),
-                      console=console, transient=False) as bar:
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed:>5.0f}"),
+            console=console,
+            transient=False,
+        ) as bar:
             committed = bar.add_task("changes committed by the workload", total=None)
             landed = bar.add_task("records landed (Delta + jsonl)", total=None)
 
@@ -210,8 +255,14 @@ def _stream_with_workload(console: Console, props: dict[str, str], connect: Call
             conn = connect()
             try:
                 # ~4 s of work whatever --rows is: enough to watch, short enough to wait for
-                made = workload(conn, rows, random.Random(42), dialect, pace_s=min(0.02, 4.0 / max(rows, 1)),
-                                progress=progress)
+                made = workload(
+                    conn,
+                    rows,
+                    random.Random(42),
+                    dialect,
+                    pace_s=min(0.02, 4.0 / max(rows, 1)),
+                    progress=progress,
+                )
             finally:
                 conn.close()
             bar.update(committed, completed=made, total=made)
@@ -233,8 +284,10 @@ def _stream_with_workload(console: Console, props: dict[str, str], connect: Call
         bounded.run()
     finally:
         close_all(bounded.sinks)
-    console.print(f"{streamed} records streamed live as the workload ran, {bounded.stats.records} more in the "
-                  "bounded catch-up run (--until-caught-up)")
+    console.print(
+        f"{streamed} records streamed live as the workload ran, {bounded.stats.records} more in the "
+        "bounded catch-up run (--until-caught-up)"
+    )
 
 
 MARKER = ".tidemark-demo"
@@ -247,8 +300,10 @@ def _prepare(workdir: Path) -> None:
     warehouse = workdir / "warehouse"
     outputs = [workdir / f"{name}.jsonl" for name in SOURCES]
     if (warehouse.exists() or any(p.exists() for p in outputs)) and not (workdir / MARKER).exists():
-        raise TerminalError(f"demo: {workdir} already holds a warehouse or jsonl output the demo did not write",
-                            "choose another --workdir (the demo clears its own results on every run)")
+        raise TerminalError(
+            f"demo: {workdir} already holds a warehouse or jsonl output the demo did not write",
+            "choose another --workdir (the demo clears its own results on every run)",
+        )
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / MARKER).write_text("written by `tidemark demo`: results here are replaced on every run\n")
     shutil.rmtree(warehouse, ignore_errors=True)
@@ -284,5 +339,12 @@ def _show(console: Console, changelog: Path, jsonl: Path) -> None:
     console.print(f"{len(lines)} Kafka-format records in {jsonl}; the first two:", soft_wrap=True)
     for line in lines[:2]:
         rec = orjson.loads(line)
-        console.print_json(data={"topic": rec["topic"], "key": rec["key"], "value": rec["value"]["payload"]
-                                 if isinstance(rec["value"], dict) and "payload" in rec["value"] else rec["value"]})
+        console.print_json(
+            data={
+                "topic": rec["topic"],
+                "key": rec["key"],
+                "value": rec["value"]["payload"]
+                if isinstance(rec["value"], dict) and "payload" in rec["value"]
+                else rec["value"],
+            }
+        )

@@ -31,8 +31,13 @@ class OffsetFlusher:
     `on_error` is called at once from the flusher's thread so that an idle stream, which offers
     nothing more, stops and gets to `close` (the engine asks its source to stop)."""
 
-    def __init__(self, store: OffsetStore, interval: float, acknowledge: Callable[[Offset], None],
-                 on_error: Callable[[], None] = lambda: None) -> None:
+    def __init__(
+        self,
+        store: OffsetStore,
+        interval: float,
+        acknowledge: Callable[[Offset], None],
+        on_error: Callable[[], None] = lambda: None,
+    ) -> None:
         self._store = store
         self._interval = interval
         self._acknowledge = acknowledge

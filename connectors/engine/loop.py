@@ -51,11 +51,20 @@ def tune_gc() -> None:
 
 
 class Engine:
-    def __init__(self, source_factory: Callable[[], Source], sinks: list[Sink], offsets: OffsetStore,
-                 *, offset_key: Callable[[dict[str, Any]], tuple], max_retries: int = -1,
-                 backoff_initial: float = 0.5, backoff_max: float = 30.0,
-                 commit_max_events: int = 4096, offsets_flush_s: float = 1.0,
-                 metrics: Metrics | None = None) -> None:
+    def __init__(
+        self,
+        source_factory: Callable[[], Source],
+        sinks: list[Sink],
+        offsets: OffsetStore,
+        *,
+        offset_key: Callable[[dict[str, Any]], tuple],
+        max_retries: int = -1,
+        backoff_initial: float = 0.5,
+        backoff_max: float = 30.0,
+        commit_max_events: int = 4096,
+        offsets_flush_s: float = 1.0,
+        metrics: Metrics | None = None,
+    ) -> None:
         self._source_factory = source_factory
         self.sinks = sinks
         self.offsets = offsets
@@ -103,8 +112,11 @@ class Engine:
         for i, own in per_sink.items():
             if own is not None and self.offset_key(own[1]) > start_key:
                 skips[i] = self.offset_key(own[1])
-                log.info("sink %s already holds changes up to %s; skipping them on replay",
-                         self.sinks[i].name, own[1])
+                log.info(
+                    "sink %s already holds changes up to %s; skipping them on replay",
+                    self.sinks[i].name,
+                    own[1],
+                )
         return max_seq + 1, start, skips
 
     # ------------------------------------------------------------------ run
@@ -142,8 +154,9 @@ class Engine:
         """Whether the attempt that just failed had a working connection: it delivered a batch,
         or stayed connected longer than the longest backoff (an idle stream delivers none)."""
         opened = self._opened_at
-        return opened is not None and (self.stats.batches > batches_before
-                                       or time.monotonic() - opened >= self.backoff_max)
+        return opened is not None and (
+            self.stats.batches > batches_before or time.monotonic() - opened >= self.backoff_max
+        )
 
     def _run_once(self) -> None:
         """Stream until the source ends or stops. While catching up (the source marks a batch
@@ -160,9 +173,16 @@ class Engine:
         # a sink needs the table; a source whose acknowledge() is thread-safe is acknowledged
         # from there too, so an idle stream still confirms its last batch (PostgreSQL: the slot
         # moves on and a fast shutdown of the server is not held up).
-        flusher = OffsetFlusher(self.offsets, self.offsets_flush_s,
-                                source.acknowledge if getattr(source, "acknowledge_thread_safe", False)
-                                else self._defer_ack, on_error=source.stop) if self._needs_store else None
+        flusher = (
+            OffsetFlusher(
+                self.offsets,
+                self.offsets_flush_s,
+                source.acknowledge if getattr(source, "acknowledge_thread_safe", False) else self._defer_ack,
+                on_error=source.stop,
+            )
+            if self._needs_store
+            else None
+        )
         self._flusher = flusher
         inflight: tuple[Batch, Future[None]] | None = None
         pool = ThreadPoolExecutor(1, thread_name_prefix="tidemark-sinks")
@@ -265,8 +285,12 @@ class Engine:
                     held.extra[k] = held.extra.get(k, 0) + v if k in ("transactions", "filtered") else v
                 # The newest piece decides: a piece that does not say "more" means nothing is waiting.
                 held.extra["more"] = bool(b.extra.get("more"))
-            if (not held.extra.get("more") or len(held.records) >= self.commit_max_events or self._stopping
-                    or time.monotonic() - since >= 1.0):
+            if (
+                not held.extra.get("more")
+                or len(held.records) >= self.commit_max_events
+                or self._stopping
+                or time.monotonic() - since >= 1.0
+            ):
                 yield held
                 held = None
         if held is not None:
@@ -282,8 +306,9 @@ class Engine:
             if batch.records and batch.records[-1].pos is not None and batch.records[-1].pos > skip:
                 del skips[i]
             if len(kept) != len(batch.records):
-                log.info("sink %s: skipped %d records it already holds", sink.name,
-                         len(batch.records) - len(kept))
+                log.info(
+                    "sink %s: skipped %d records it already holds", sink.name, len(batch.records) - len(kept)
+                )
             if kept:
                 sink.write(Batch(kept, batch.offset, batch.seq, batch.extra))
 

@@ -18,12 +18,15 @@ class Metrics:
         self.registry = CollectorRegistry()
         r = self.registry
         self.events = Counter("tidemark_total_number_of_events_seen", "TotalNumberOfEventsSeen", registry=r)
-        self.events_by_op = Counter("tidemark_events_by_op", "Create/Update/Delete events seen", ["op"], registry=r)
+        self.events_by_op = Counter(
+            "tidemark_events_by_op", "Create/Update/Delete events seen", ["op"], registry=r
+        )
         for op in ("c", "u", "d", "t"):  # exported as 0 before the first event of each kind
             self.events_by_op.labels(op=op)
         self.filtered = Counter("tidemark_number_of_events_filtered", "NumberOfEventsFiltered", registry=r)
-        self.committed_tx = Counter("tidemark_number_of_committed_transactions",
-                                    "NumberOfCommittedTransactions", registry=r)
+        self.committed_tx = Counter(
+            "tidemark_number_of_committed_transactions", "NumberOfCommittedTransactions", registry=r
+        )
         self.batches = Counter("tidemark_batches", "Batches delivered to every sink", registry=r)
         self.disconnects = Counter("tidemark_number_of_disconnects", "NumberOfDisconnects", registry=r)
         self.connected = Gauge("tidemark_connected", "Connected", registry=r)

@@ -31,9 +31,15 @@ def build_engine(cfg: Any, *, until_caught_up: bool = False, max_seconds: float 
     offsets = DeltaOffsetStore(cfg.warehouse, cfg.name)
     retries = int(cfg.source.get("errors.max.retries", -1))
     own = cfg.tidemark
-    return Engine(factory, sinks, offsets, offset_key=offset_key, max_retries=retries,
-                  commit_max_events=int(own.get("commit.max.events", 4096)),
-                  offsets_flush_s=int(own.get("offsets.flush.interval.ms", 1000)) / 1000)
+    return Engine(
+        factory,
+        sinks,
+        offsets,
+        offset_key=offset_key,
+        max_retries=retries,
+        commit_max_events=int(own.get("commit.max.events", 4096)),
+        offsets_flush_s=int(own.get("offsets.flush.interval.ms", 1000)) / 1000,
+    )
 
 
 def _check_storage(cfg: Any, sinks: list[Any]) -> None:

@@ -74,29 +74,74 @@ class Schema:
     def with_optional(self, optional: bool) -> "Schema":
         if optional == self.optional:
             return self
-        return Schema(self.type, optional, self.name, self.version, self.parameters, self.default,
-                      self.fields, self.items, self.keys, self.values, self.doc)
+        return Schema(
+            self.type,
+            optional,
+            self.name,
+            self.version,
+            self.parameters,
+            self.default,
+            self.fields,
+            self.items,
+            self.keys,
+            self.values,
+            self.doc,
+        )
 
     def with_default(self, default: Any) -> "Schema":
-        return Schema(self.type, self.optional, self.name, self.version, self.parameters, default,
-                      self.fields, self.items, self.keys, self.values, self.doc)
+        return Schema(
+            self.type,
+            self.optional,
+            self.name,
+            self.version,
+            self.parameters,
+            default,
+            self.fields,
+            self.items,
+            self.keys,
+            self.values,
+            self.doc,
+        )
 
     def with_parameters(self, extra: dict[str, str]) -> "Schema":
         params = dict(self.parameters or {})
         params.update(extra)
-        return Schema(self.type, self.optional, self.name, self.version, params, self.default,
-                      self.fields, self.items, self.keys, self.values, self.doc)
+        return Schema(
+            self.type,
+            self.optional,
+            self.name,
+            self.version,
+            params,
+            self.default,
+            self.fields,
+            self.items,
+            self.keys,
+            self.values,
+            self.doc,
+        )
 
 
 NO_DEFAULT = _NO_DEFAULT
 
 
-def struct(name: str | None, fields: list[tuple[str, Schema]], optional: bool = False,
-           version: int | None = None, doc: str | None = None) -> Schema:
-    return Schema("struct", optional, name, version, None, _NO_DEFAULT,
-                  tuple(Field(n, s) for n, s in fields), doc=doc)
+def struct(
+    name: str | None,
+    fields: list[tuple[str, Schema]],
+    optional: bool = False,
+    version: int | None = None,
+    doc: str | None = None,
+) -> Schema:
+    return Schema(
+        "struct", optional, name, version, None, _NO_DEFAULT, tuple(Field(n, s) for n, s in fields), doc=doc
+    )
 
 
-def prim(type_: str, optional: bool = False, name: str | None = None, version: int | None = None,
-         parameters: dict[str, str] | None = None, default: Any = _NO_DEFAULT) -> Schema:
+def prim(
+    type_: str,
+    optional: bool = False,
+    name: str | None = None,
+    version: int | None = None,
+    parameters: dict[str, str] | None = None,
+    default: Any = _NO_DEFAULT,
+) -> Schema:
     return Schema(type_, optional, name, version, parameters, default)

@@ -45,8 +45,13 @@ def column_null(col: ColumnDef) -> Any:
     if col.null is not NO_DEFAULT:
         return col.null
     schema = col.schema
-    if (not schema.optional and schema.type == "string" and schema.name is None and schema.default is NO_DEFAULT
-            and col.type_name.lower().split("(")[0] in _DECIMAL_TYPES):
+    if (
+        not schema.optional
+        and schema.type == "string"
+        and schema.name is None
+        and schema.default is NO_DEFAULT
+        and col.type_name.lower().split("(")[0] in _DECIMAL_TYPES
+    ):
         # decimal.handling.mode=string: BigDecimal.ZERO at the column's scale ("0.00")
         scale = col.scale if col.scale is not None else (2 if col.type_name.lower() == "money" else 0)
         return "0." + "0" * scale if scale > 0 else "0"
@@ -70,8 +75,18 @@ def null_value(schema: Schema) -> Any:
     return _ZERO.get(schema.type)
 
 
-_ZERO: dict[str, Any] = {"int8": 0, "int16": 0, "int32": 0, "int64": 0, "float": 0.0, "double": 0.0,
-                         "boolean": False, "string": "", "bytes": "", "array": []}
+_ZERO: dict[str, Any] = {
+    "int8": 0,
+    "int16": 0,
+    "int32": 0,
+    "int64": 0,
+    "float": 0.0,
+    "double": 0.0,
+    "boolean": False,
+    "string": "",
+    "bytes": "",
+    "array": [],
+}
 # Logical types whose zero is not the plain type's (checked against Debezium 3.6: the value its
 # converters produce for zero / the epoch).
 _ZERO_BY_NAME: dict[str, Any] = {
@@ -90,18 +105,31 @@ class TableSchema:
     """Event shape of one table version. `row(raw)` → Value payload dict, `key(raw)` → Key
     payload dict (None for keyless tables); `raw` is a sequence aligned with `columns`."""
 
-    def __init__(self, namespace: str, table: str, topic: str, columns: list[ColumnDef],
-                 value_cols: list[int], key_cols: list[int], key_schema: Schema | None,
-                 value_schema: Schema, env_schema: Schema, unavailable_marker: Any) -> None:
+    def __init__(
+        self,
+        namespace: str,
+        table: str,
+        topic: str,
+        columns: list[ColumnDef],
+        value_cols: list[int],
+        key_cols: list[int],
+        key_schema: Schema | None,
+        value_schema: Schema,
+        env_schema: Schema,
+        unavailable_marker: Any,
+    ) -> None:
         self.namespace, self.table, self.topic = namespace, table, topic
         self.collection = f"{namespace}.{table}"
         self.columns = columns
         self.key_schema, self.value_schema, self.envelope_schema = key_schema, value_schema, env_schema
         self.key_names = [columns[i].name for i in key_cols]
         self.value_cols, self.key_cols = value_cols, key_cols  # raw positions (fused decoders)
-        self.row: Callable[[Sequence[Any]], dict[str, Any]] = _compile(columns, value_cols, unavailable_marker)
+        self.row: Callable[[Sequence[Any]], dict[str, Any]] = _compile(
+            columns, value_cols, unavailable_marker
+        )
         self.key: Callable[[Sequence[Any]], dict[str, Any] | None] = (
-            _compile(columns, key_cols, unavailable_marker) if key_cols else _no_key)
+            _compile(columns, key_cols, unavailable_marker) if key_cols else _no_key
+        )
 
 
 def unchanged_update(ts: TableSchema, old_raw: Sequence[Any] | None, new_raw: Sequence[Any]) -> bool:
@@ -121,8 +149,12 @@ def skipped_failed_event(mode: str, exc: Exception, what: str) -> None:
     """Log a change left out under event.processing.failure.handling.mode warn/skip. The values
     are not logged (the error message may quote them), only the error's type and position."""
     if mode == "warn":
-        log.warning("skipping the %s: a value could not be converted (%s; event.processing.failure.handling.mode"
-                    "=warn)", what, type(exc).__name__)
+        log.warning(
+            "skipping the %s: a value could not be converted (%s; event.processing.failure.handling.mode"
+            "=warn)",
+            what,
+            type(exc).__name__,
+        )
     else:
         log.debug("skipping the %s: %s", what, type(exc).__name__, exc_info=exc)
 
@@ -131,7 +163,9 @@ def _no_key(_raw: Sequence[Any]) -> None:
     return None
 
 
-def _compile(columns: list[ColumnDef], indices: list[int], marker: Any) -> Callable[[Sequence[Any]], dict[str, Any]]:
+def _compile(
+    columns: list[ColumnDef], indices: list[int], marker: Any
+) -> Callable[[Sequence[Any]], dict[str, Any]]:
     """Generate `lambda r: {"a": conv(r[0]) ..., ...}`: one dict literal per row is several
     times faster than a loop over column descriptors (measured in bench/)."""
     env: dict[str, Any] = {"_M": marker}
@@ -157,10 +191,20 @@ def _compile(columns: list[ColumnDef], indices: list[int], marker: Any) -> Calla
 SourceTypeHook = Callable[[ColumnDef], tuple[str, dict[str, str]]]
 
 
-def build(namespace: str, table: str, columns: list[ColumnDef], primary_key: list[str], *,
-          prefix: str, namer: TopicNamer, filters: TableFilters, rules: ColumnRules,
-          source_schema: Schema, unavailable_marker: Any = None,
-          source_type: SourceTypeHook | None = None) -> TableSchema:
+def build(
+    namespace: str,
+    table: str,
+    columns: list[ColumnDef],
+    primary_key: list[str],
+    *,
+    prefix: str,
+    namer: TopicNamer,
+    filters: TableFilters,
+    rules: ColumnRules,
+    source_schema: Schema,
+    unavailable_marker: Any = None,
+    source_type: SourceTypeHook | None = None,
+) -> TableSchema:
     """Apply column filters/transforms and build the schemas of one table version."""
     table_id = f"{namespace}.{table}"
     propagating = bool(rules.propagate_columns or rules.propagate_types)
@@ -186,11 +230,23 @@ def build(namespace: str, table: str, columns: list[ColumnDef], primary_key: lis
                 mapped = _mapper_parameters(mapper, col.length)
                 if mapped:
                     schema = schema.with_parameters(mapped)
-        cols.append(ColumnDef(col.name, schema, convert, col.type_name, col.length, col.scale, col.unavailable,
-                              col.emitted, null))
+        cols.append(
+            ColumnDef(
+                col.name,
+                schema,
+                convert,
+                col.type_name,
+                col.length,
+                col.scale,
+                col.unavailable,
+                col.emitted,
+                null,
+            )
+        )
 
-    value_idx = [i for i, c in enumerate(cols)
-                 if c.emitted and filters.captures_column(namespace, table, c.name)]
+    value_idx = [
+        i for i, c in enumerate(cols) if c.emitted and filters.captures_column(namespace, table, c.name)
+    ]
     key_names = rules.key_override(table_id) or primary_key
     by_name = {c.name: i for i, c in enumerate(cols) if c.emitted}
     missing = [k for k in key_names if k not in by_name]
@@ -205,11 +261,22 @@ def build(namespace: str, table: str, columns: list[ColumnDef], primary_key: lis
         cols = [dataclasses.replace(c, name=namer.field_name(c.name)) for c in cols]
     value_schema = struct(f"{base}.Value", [(cols[i].name, cols[i].schema) for i in value_idx], optional=True)
     # Key fields carry no column-mapper parameters (Debezium's TableSchemaBuilder maps value fields only).
-    key_schema = (struct(f"{base}.Key", [(cols[i].name, columns[i].schema) for i in key_idx])
-                  if key_idx else None)
+    key_schema = (
+        struct(f"{base}.Key", [(cols[i].name, columns[i].schema) for i in key_idx]) if key_idx else None
+    )
     env = envelope_schema(base, value_schema, source_schema)
-    return TableSchema(namespace, table, namer.data_topic(namespace, table), cols, value_idx, key_idx,
-                       key_schema, value_schema, env, unavailable_marker)
+    return TableSchema(
+        namespace,
+        table,
+        namer.data_topic(namespace, table),
+        cols,
+        value_idx,
+        key_idx,
+        key_schema,
+        value_schema,
+        env,
+        unavailable_marker,
+    )
 
 
 def _any(patterns: Sequence[Any], name: str) -> bool:
@@ -238,9 +305,21 @@ def _propagated(col: ColumnDef) -> tuple[str, dict[str, str]]:
     return col.type_name, params
 
 
-def key_change(out: list[Record], ts: TableSchema, old_key: Any, new_key: Any, before: Any, after: Any,
-               source: dict[str, Any], block: Callable[[], Any], *, skipped: set[str] | frozenset[str],
-               tombstones: bool, offset: Any = None, pos: Sequence[Any] = (None, None, None)) -> None:
+def key_change(
+    out: list[Record],
+    ts: TableSchema,
+    old_key: Any,
+    new_key: Any,
+    before: Any,
+    after: Any,
+    source: dict[str, Any],
+    block: Callable[[], Any],
+    *,
+    skipped: set[str] | frozenset[str],
+    tombstones: bool,
+    offset: Any = None,
+    pos: Sequence[Any] = (None, None, None),
+) -> None:
     """An update that changed the primary key, as Debezium emits it for every connector: DELETE
     under the old key with header `__debezium.newkey`, its tombstone (same header), then CREATE
     under the new key with header `__debezium.oldkey`. `block()` is called once per emitted
@@ -249,12 +328,45 @@ def key_change(out: list[Record], ts: TableSchema, old_key: Any, new_key: Any, b
     if "d" not in skipped:
         newkey = ((NEWKEY, key_header(ts.key_schema, new_key)),)
         value = change_value(before, None, source, "d", block())
-        out.append(Record(ts.topic, old_key, value, ts.key_schema, ts.envelope_schema, newkey, ts.collection,
-                          offset, pos[0]))
+        out.append(
+            Record(
+                ts.topic,
+                old_key,
+                value,
+                ts.key_schema,
+                ts.envelope_schema,
+                newkey,
+                ts.collection,
+                offset,
+                pos[0],
+            )
+        )
         if tombstones:
-            out.append(Record(ts.topic, old_key, None, ts.key_schema, ts.envelope_schema, newkey, ts.collection,
-                              offset, pos[1]))
+            out.append(
+                Record(
+                    ts.topic,
+                    old_key,
+                    None,
+                    ts.key_schema,
+                    ts.envelope_schema,
+                    newkey,
+                    ts.collection,
+                    offset,
+                    pos[1],
+                )
+            )
     if "c" not in skipped:
         value = change_value(None, after, source, "c", block())
-        out.append(Record(ts.topic, new_key, value, ts.key_schema, ts.envelope_schema,
-                          ((OLDKEY, key_header(ts.key_schema, old_key)),), ts.collection, offset, pos[2]))
+        out.append(
+            Record(
+                ts.topic,
+                new_key,
+                value,
+                ts.key_schema,
+                ts.envelope_schema,
+                ((OLDKEY, key_header(ts.key_schema, old_key)),),
+                ts.collection,
+                offset,
+                pos[2],
+            )
+        )

@@ -115,8 +115,10 @@ def _split_offset(text: str) -> tuple[str, int]:
     i = max(text.rfind("+"), text.rfind("-"))
     if i <= 0:
         raise ValueError(f"no UTC offset in {text!r}")
-    off = text[i + 1:].split(":")
-    secs = int(off[0]) * 3600 + (int(off[1]) * 60 if len(off) > 1 else 0) + (int(off[2]) if len(off) > 2 else 0)
+    off = text[i + 1 :].split(":")
+    secs = (
+        int(off[0]) * 3600 + (int(off[1]) * 60 if len(off) > 1 else 0) + (int(off[2]) if len(off) > 2 else 0)
+    )
     return text[:i], -secs if text[i] == "-" else secs
 
 
@@ -156,7 +158,9 @@ def format_zoned_timestamp(epoch_micros: int, fraction_width: int | None = None)
     secs, micros = divmod(tod, MICROS_PER_SECOND)
     hh, rem = divmod(secs, 3600)
     mm, ss = divmod(rem, 60)
-    return f"{_iso_year(y)}-{m:02d}-{d:02d}T{hh:02d}:{mm:02d}:{ss:02d}{_iso_fraction(micros, fraction_width)}Z"
+    return (
+        f"{_iso_year(y)}-{m:02d}-{d:02d}T{hh:02d}:{mm:02d}:{ss:02d}{_iso_fraction(micros, fraction_width)}Z"
+    )
 
 
 def format_iso_date(days: int) -> str:
@@ -228,9 +232,9 @@ def parse_pg_interval(text: str) -> tuple[int, int, int, int, int, float]:
             neg = tok.startswith("-")
             off = 1 if neg else 0
             hours = int(tok[off:colon])
-            minutes = int(tok[colon + 1:colon + 3])
+            minutes = int(tok[colon + 1 : colon + 3])
             end_min = tok.find(":", colon + 1)
-            seconds = float(tok[end_min + 1:]) if end_min != -1 else 0.0
+            seconds = float(tok[end_min + 1 :]) if end_min != -1 else 0.0
             if neg:
                 hours, minutes, seconds = -hours, -minutes, -seconds
             value_token = None
@@ -357,8 +361,12 @@ def parse_decimal(text: str) -> Decimal | None:
     return d if d.is_finite() else None
 
 
-VARIABLE_SCALE_DECIMAL_SCHEMA = struct("io.debezium.data.VariableScaleDecimal", [
-    ("scale", prim("int32")), ("value", prim("bytes"))], version=1, doc="Variable scaled decimal")
+VARIABLE_SCALE_DECIMAL_SCHEMA = struct(
+    "io.debezium.data.VariableScaleDecimal",
+    [("scale", prim("int32")), ("value", prim("bytes"))],
+    version=1,
+    doc="Variable scaled decimal",
+)
 
 
 def decimal_schema(scale: int, precision: int | None = None) -> Schema:
@@ -420,10 +428,19 @@ ISO_TIME_SCHEMA = prim("string", name="io.debezium.time.IsoTime", version=1)
 ISO_TIMESTAMP_SCHEMA = prim("string", name="io.debezium.time.IsoTimestamp", version=1)
 
 # time.precision.mode values with one schema whatever the column's precision (TemporalPrecisionMode).
-_FIXED_TIME = {"isostring": ISO_TIME_SCHEMA, "microseconds": MICRO_TIME_SCHEMA, "nanoseconds": NANO_TIME_SCHEMA,
-               "adaptive_time_microseconds": MICRO_TIME_SCHEMA, "connect": CONNECT_TIME_SCHEMA}
-_FIXED_TIMESTAMP = {"isostring": ISO_TIMESTAMP_SCHEMA, "microseconds": MICRO_TIMESTAMP_SCHEMA,
-                    "nanoseconds": NANO_TIMESTAMP_SCHEMA, "connect": CONNECT_TIMESTAMP_SCHEMA}
+_FIXED_TIME = {
+    "isostring": ISO_TIME_SCHEMA,
+    "microseconds": MICRO_TIME_SCHEMA,
+    "nanoseconds": NANO_TIME_SCHEMA,
+    "adaptive_time_microseconds": MICRO_TIME_SCHEMA,
+    "connect": CONNECT_TIME_SCHEMA,
+}
+_FIXED_TIMESTAMP = {
+    "isostring": ISO_TIMESTAMP_SCHEMA,
+    "microseconds": MICRO_TIMESTAMP_SCHEMA,
+    "nanoseconds": NANO_TIMESTAMP_SCHEMA,
+    "connect": CONNECT_TIMESTAMP_SCHEMA,
+}
 _DATE = {"isostring": ISO_DATE_SCHEMA, "connect": CONNECT_DATE_SCHEMA}
 
 
@@ -441,8 +458,9 @@ def time_schema(mode: str, precision: int) -> Schema:
 
 
 def timestamp_schema(mode: str, precision: int) -> Schema:
-    return _adaptive(_FIXED_TIMESTAMP.get(mode), precision, TIMESTAMP_SCHEMA, MICRO_TIMESTAMP_SCHEMA,
-                     NANO_TIMESTAMP_SCHEMA)
+    return _adaptive(
+        _FIXED_TIMESTAMP.get(mode), precision, TIMESTAMP_SCHEMA, MICRO_TIMESTAMP_SCHEMA, NANO_TIMESTAMP_SCHEMA
+    )
 
 
 def date_schema(mode: str) -> Schema:

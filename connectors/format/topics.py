@@ -23,9 +23,15 @@ class TopicNamer:
     """`<prefix><delim><schema-or-db><delim><table>`; invalid topic characters become `_`
     (Debezium replaces them and warns about the possible collisions)."""
 
-    def __init__(self, prefix: str, delimiter: str = ".", transaction: str = "transaction",
-                 heartbeat_prefix: str = "__debezium-heartbeat", schema_names: AdjustmentMode = "none",
-                 field_names: AdjustmentMode = "none") -> None:
+    def __init__(
+        self,
+        prefix: str,
+        delimiter: str = ".",
+        transaction: str = "transaction",
+        heartbeat_prefix: str = "__debezium-heartbeat",
+        schema_names: AdjustmentMode = "none",
+        field_names: AdjustmentMode = "none",
+    ) -> None:
         self.prefix = prefix
         self.delimiter = delimiter
         self._transaction = transaction
@@ -39,9 +45,14 @@ class TopicNamer:
     @classmethod
     def from_source(cls, prefix: str, src: Mapping[str, Any]) -> TopicNamer:
         """From the connector properties (`topic.*`, `*.name.adjustment.mode`)."""
-        return cls(prefix, src.get("topic.delimiter") or ".", src.get("topic.transaction") or "transaction",
-                   src.get("topic.heartbeat.prefix") or "__debezium-heartbeat",
-                   src.get("schema.name.adjustment.mode") or "none", src.get("field.name.adjustment.mode") or "none")
+        return cls(
+            prefix,
+            src.get("topic.delimiter") or ".",
+            src.get("topic.transaction") or "transaction",
+            src.get("topic.heartbeat.prefix") or "__debezium-heartbeat",
+            src.get("schema.name.adjustment.mode") or "none",
+            src.get("field.name.adjustment.mode") or "none",
+        )
 
     def data_topic(self, namespace: str, table: str) -> str:
         key = (namespace, table)
@@ -108,7 +119,8 @@ class NameAdjuster:
                 raise TerminalError(
                     f"{setting}={self.mode}: the {what} names '{name}' and '{other}' both become '{out}'",
                     "rename one of them, leave it out with the table/column filters, or use "
-                    + ("avro_unicode" if self.mode == "avro" else "none"))
+                    + ("avro_unicode" if self.mode == "avro" else "none"),
+                )
             log.warning("%s name '%s' is not a valid Avro name; using '%s'", what, name, out)
         return out
 

@@ -512,21 +512,34 @@ IGNORED: tuple[tuple[re.Pattern[str], str], ...] = (
 _JDBC = "JDBC driver settings do not apply (Tidemark connects with psycopg2 / PyMySQL)"
 _JAVA = "settings of Debezium's Java runtime (executors, caches, sockets) that Tidemark does not have"
 _JMX = "JMX metrics settings; Tidemark serves Prometheus metrics with tidemark run --metrics-port"
-_NO_QUEUE = ("Tidemark has no change-event queue: a batch is read, written to every sink and "
-             "confirmed before the next is read")
+_NO_QUEUE = (
+    "Tidemark has no change-event queue: a batch is read, written to every sink and "
+    "confirmed before the next is read"
+)
 _HISTORY = "Tidemark keeps schema history in Delta"
 _ONLY_WITH = "applies only with {}, which Tidemark does not support yet"
 
 NO_EFFECT: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"max\.queue\.size(\.in\.bytes)?|queue\.provider\.type"), _NO_QUEUE),
-    (re.compile(r"database\.(jdbc\.driver|protocol|sslfactory|query\.timeout\.ms)|query\.fetch\.size"), _JDBC),
     (
-        re.compile(r"executor\.shutdown\.timeout\.ms|memory\.management\.(schemas|tables)\.class"
-                   r"|topic\.cache\.size|use\.nongraceful\.disconnect|internal\.create\.slot\.command\.timeout"),
+        re.compile(r"database\.(jdbc\.driver|protocol|sslfactory|query\.timeout\.ms)|query\.fetch\.size"),
+        _JDBC,
+    ),
+    (
+        re.compile(
+            r"executor\.shutdown\.timeout\.ms|memory\.management\.(schemas|tables)\.class"
+            r"|topic\.cache\.size|use\.nongraceful\.disconnect|internal\.create\.slot\.command\.timeout"
+        ),
         _JAVA,
     ),
-    (re.compile(r"custom\.metric\.tags|statistics\.metrics\.enabled|internal\.advanced\.metrics\.enable"), _JMX),
-    (re.compile(r"connection\.validation\.timeout\.ms"), "Kafka Connect's configuration validation does not apply"),
+    (
+        re.compile(r"custom\.metric\.tags|statistics\.metrics\.enabled|internal\.advanced\.metrics\.enable"),
+        _JMX,
+    ),
+    (
+        re.compile(r"connection\.validation\.timeout\.ms"),
+        "Kafka Connect's configuration validation does not apply",
+    ),
     (
         re.compile(r"retriable\.restart\.connector\.wait\.ms|connect\.keep\.alive(\.interval\.ms)?"),
         "Tidemark reconnects by itself with capped backoff (errors.max.retries bounds the attempts)",
@@ -539,13 +552,22 @@ NO_EFFECT: tuple[tuple[re.Pattern[str], str], ...] = (
         re.compile(r"lsn\.flush\.timeout\.(ms|action)"),
         "Tidemark confirms the LSN in the replication stream's status updates and never waits for it",
     ),
-    (re.compile(r"streaming\.delay\.ms"), "Tidemark starts streaming at once (there is no snapshot to wait for)"),
+    (
+        re.compile(r"streaming\.delay\.ms"),
+        "Tidemark starts streaming at once (there is no snapshot to wait for)",
+    ),
     (re.compile(r"ddl\.parser\.type"), "Tidemark parses DDL with its own parser (sqlglot)"),
     (re.compile(r"schema\.history\.internal\.(name|prefer\.ddl)"), _HISTORY),
-    (re.compile(r"database\.server\.id\.offset"), "used only by Debezium's legacy parallel snapshot connections"),
+    (
+        re.compile(r"database\.server\.id\.offset"),
+        "used only by Debezium's legacy parallel snapshot connections",
+    ),
     (re.compile(r"gtid\.source\.filter\.dml\.events"), _ONLY_WITH.format("gtid.source.includes/excludes")),
     (re.compile(r"guardrail\.collections\.limit\.action"), _ONLY_WITH.format("guardrail.collections.max")),
-    (re.compile(r"openlineage\.integration\.(?!enabled$).+"), _ONLY_WITH.format("openlineage.integration.enabled")),
+    (
+        re.compile(r"openlineage\.integration\.(?!enabled$).+"),
+        _ONLY_WITH.format("openlineage.integration.enabled"),
+    ),
 )
 """Catalog keys whose value cannot change what Tidemark does → the reason. Their values are still
 type-checked; setting one gives the single "ignoring properties" warning."""
@@ -575,14 +597,22 @@ DEFAULT_ONLY: dict[str, Unsupported] = {
     "topic.heartbeat.name": Unsupported("a fixed heartbeat topic name (use topic.heartbeat.prefix)"),
     # Behaviour Tidemark does not have.
     "event.converting.failure.handling.mode": Unsupported("other handling of values that fail to convert"),
-    "event.deserialization.failure.handling.mode": Unsupported("skipping or logging binlog events that fail to decode"),
-    "inconsistent.schema.handling.mode": Unsupported("skipping or logging rows of tables with an unknown schema"),
+    "event.deserialization.failure.handling.mode": Unsupported(
+        "skipping or logging binlog events that fail to decode"
+    ),
+    "inconsistent.schema.handling.mode": Unsupported(
+        "skipping or logging rows of tables with an unknown schema"
+    ),
     "binlog.buffer.size": Unsupported("a look-ahead buffer for binlog transactions that end in ROLLBACK"),
     "gtid.source.includes": Unsupported("filtering binlog events by GTID source"),
     "gtid.source.excludes": Unsupported("filtering binlog events by GTID source"),
-    "gtid.ignore.on.recovery": Unsupported("starting although the server purged GTIDs the stored offset needs"),
+    "gtid.ignore.on.recovery": Unsupported(
+        "starting although the server purged GTIDs the stored offset needs"
+    ),
     "offset.mismatch.strategy": Unsupported("reconciling the stored offset with the slot's position"),
-    "internal.slot.seek.to.known.offset.on.start": Unsupported("moving the slot to the stored offset at start"),
+    "internal.slot.seek.to.known.offset.on.start": Unsupported(
+        "moving the slot to the stored offset at start"
+    ),
     "schema.refresh.mode": Unsupported("columns_diff_exclude_unchanged_toast schema refreshes"),
     "slot.stream.params": Unsupported("extra logical decoding plug-in parameters"),
     "openlineage.integration.enabled": Unsupported("OpenLineage events"),
@@ -596,8 +626,10 @@ DEFAULT_ONLY: dict[str, Unsupported] = {
 
 NOT_YET: tuple[tuple[re.Pattern[str], str], ...] = (
     (
-        re.compile(r"(incremental\.|internal\.)?snapshot\.(?!mode$).+|legacy\.snapshot\.max\.threads"
-                   r"|min\.row\.count\.to\.stream\.results|read\.only"),
+        re.compile(
+            r"(incremental\.|internal\.)?snapshot\.(?!mode$).+|legacy\.snapshot\.max\.threads"
+            r"|min\.row\.count\.to\.stream\.results|read\.only"
+        ),
         "they take effect once snapshots are available in Tidemark",
     ),
     (re.compile(r"signal\..+"), "they take effect once signals are available in Tidemark"),

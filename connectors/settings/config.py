@@ -60,8 +60,15 @@ from connectors.settings.filters import hash_algorithm, parse_key_columns
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ColumnRule", "ConfigError", "ConnectorConfig", "load", "parse_properties", "flatten_yaml",
-           "split_statements"]
+__all__ = [
+    "ColumnRule",
+    "ConfigError",
+    "ConnectorConfig",
+    "load",
+    "parse_properties",
+    "flatten_yaml",
+    "split_statements",
+]
 
 MASK = "********"
 SOURCE_PREFIX = "debezium.source."
@@ -167,13 +174,17 @@ def _read(path: Path) -> dict[str, str]:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise ConfigError(f"cannot read configuration file {path}: {exc.strerror or exc}",
-                          "check the path given with --config") from None
+        raise ConfigError(
+            f"cannot read configuration file {path}: {exc.strerror or exc}",
+            "check the path given with --config",
+        ) from None
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         if is_yaml:
-            raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})", "save the file as UTF-8") from None
+            raise ConfigError(
+                f"{path}: not UTF-8 text (byte {exc.start})", "save the file as UTF-8"
+            ) from None
         # Java reads .properties files as ISO-8859-1 (Properties.load(InputStream)); UTF-8 is
         # tried first because that is what most editors write today.
         text = data.decode("latin-1")

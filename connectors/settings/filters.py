@@ -85,8 +85,10 @@ class TableFilters:
             system = frozenset()
 
         def pair(family: str) -> NameFilter:
-            return NameFilter(compile_list(source.get(f"{family}.include.list"), f"{family}.include.list"),
-                              compile_list(source.get(f"{family}.exclude.list"), f"{family}.exclude.list"))
+            return NameFilter(
+                compile_list(source.get(f"{family}.include.list"), f"{family}.include.list"),
+                compile_list(source.get(f"{family}.exclude.list"), f"{family}.exclude.list"),
+            )
 
         return cls(pair(ns), pair("table"), pair("column"), system)
 
@@ -94,8 +96,11 @@ class TableFilters:
         key = (namespace, table)
         hit = self._cache.get(key)
         if hit is None:
-            hit = (namespace not in self.system_namespaces and self.namespace(namespace)
-                   and self.table(f"{namespace}.{table}"))
+            hit = (
+                namespace not in self.system_namespaces
+                and self.namespace(namespace)
+                and self.table(f"{namespace}.{table}")
+            )
             self._cache[key] = hit
         return hit
 
@@ -115,8 +120,10 @@ def parse_key_columns(value: str | None, key: str = "message.key.columns") -> li
         table, sep, cols = part.rpartition(":")
         names = [c.strip() for c in cols.split(",") if c.strip()]
         if not sep or not table or not names:
-            raise ConfigError(f"{key}: cannot read {part!r}",
-                              "use <schema>.<table>:<column>[,<column>...] entries separated by ';'")
+            raise ConfigError(
+                f"{key}: cannot read {part!r}",
+                "use <schema>.<table>:<column>[,<column>...] entries separated by ';'",
+            )
         try:
             out.append((re.compile(table, re.IGNORECASE), names))
         except re.error as e:
@@ -134,7 +141,7 @@ class ColumnRules:
 
     truncate: list[tuple[int, list[Pattern]]]
     mask: list[tuple[int, list[Pattern]]]
-    hash: list[tuple[str, bytes, bool, list[Pattern]]]   # (algorithm, salt, v2, patterns)
+    hash: list[tuple[str, bytes, bool, list[Pattern]]]  # (algorithm, salt, v2, patterns)
     key_columns: list[tuple[Pattern, list[str]]]
     propagate_columns: list[Pattern]
     propagate_types: list[Pattern]
@@ -155,9 +162,14 @@ class ColumnRules:
             if m:
                 alg = hash_algorithm(m.group(2), key)
                 hashes.append((alg, m.group(3).encode(), bool(m.group(1)), compile_list(value, key)))
-        return cls(trunc, mask, hashes, parse_key_columns(source.get("message.key.columns")),
-                   compile_list(source.get("column.propagate.source.type")),
-                   compile_list(source.get("datatype.propagate.source.type")))
+        return cls(
+            trunc,
+            mask,
+            hashes,
+            parse_key_columns(source.get("message.key.columns")),
+            compile_list(source.get("column.propagate.source.type")),
+            compile_list(source.get("datatype.propagate.source.type")),
+        )
 
     def key_override(self, table_id: str) -> list[str] | None:
         for pattern, cols in self.key_columns:
@@ -206,8 +218,9 @@ def hash_algorithm(name: str, key: str) -> str:
     alg = HASH_ALGORITHMS.get(name.upper())
     if alg is None:
         why = "Python's hashlib has no MD2" if name.upper() == "MD2" else "not a known MessageDigest name"
-        raise ConfigError(f"{key}: unknown hash algorithm '{name}' ({why})",
-                          "use one of " + ", ".join(HASH_ALGORITHMS))
+        raise ConfigError(
+            f"{key}: unknown hash algorithm '{name}' ({why})", "use one of " + ", ".join(HASH_ALGORITHMS)
+        )
     return alg
 
 
@@ -228,6 +241,7 @@ def _hasher(alg: str, salt: bytes, v2: bool, length: int | None) -> ValueFn:
         h.update(text.encode() if v2 else _java_serialized_string(text))
         out = h.hexdigest()
         return out[:length] if length and length < len(out) else out
+
     return fn
 
 

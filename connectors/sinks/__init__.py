@@ -22,14 +22,14 @@ def build_sinks(cfg: Any) -> list[Sink]:
     out: list[Sink] = []
     for t in sink_types(cfg):
         if t not in factories:
-            raise ConfigError(f"unknown sink type {t!r} in debezium.sink.type",
-                              f"valid values: {', '.join(factories)}")
+            raise ConfigError(
+                f"unknown sink type {t!r} in debezium.sink.type", f"valid values: {', '.join(factories)}"
+            )
         if t == "jsonl":
             out.append(JsonLinesSink.from_config(cfg))  # a jsonl line has no headers
         else:
             out.append(factories[t].from_config(cfg, context=ctx))
     return out
-
 
 
 __all__ = ["build_sinks"]

@@ -12,6 +12,7 @@ from connectors.format.serde import to_json_bytes
 
 KeyValue = tuple[bytes | None, bytes | None]
 
+
 def serialized(record: Record, key_schemas: bool = True, value_schemas: bool = True) -> KeyValue:
     """The Kafka key and value bytes of one record (JsonConverter form; None stays None)."""
     return (
@@ -32,11 +33,19 @@ def serialized_batch(batch: Batch, key_schemas: bool = True, value_schemas: bool
     global _cache
     records = batch.records
     c = _cache
-    if (c is not None and c[0] is records and c[1] == len(records)
-            and c[2] == key_schemas and c[3] == value_schemas):
+    if (
+        c is not None
+        and c[0] is records
+        and c[1] == len(records)
+        and c[2] == key_schemas
+        and c[3] == value_schemas
+    ):
         return c[4]
     out = [
-        (to_json_bytes(r.key_schema, r.key, key_schemas), to_json_bytes(r.value_schema, r.value, value_schemas))
+        (
+            to_json_bytes(r.key_schema, r.key, key_schemas),
+            to_json_bytes(r.value_schema, r.value, value_schemas),
+        )
         for r in records
     ]
     with _cache_lock:
@@ -70,7 +79,7 @@ def with_context(record: Record, ctx: tuple[tuple[str, bytes], ...]) -> tuple[tu
 
 def sub_config(sink_cfg: Mapping[str, Any], prefix: str) -> dict[str, Any]:
     """`{rest: value}` for every key of `sink_cfg` starting with `prefix` (e.g. 'kafka.producer.')."""
-    return {k[len(prefix):]: v for k, v in sink_cfg.items() if k.startswith(prefix)}
+    return {k[len(prefix) :]: v for k, v in sink_cfg.items() if k.startswith(prefix)}
 
 
 def as_bool(value: Any, key: str) -> bool:
@@ -88,7 +97,7 @@ def schema_flags(cfg: Any) -> tuple[bool, bool]:
     """(key schemas enabled, value schemas enabled) from the connector config, default true."""
     ks = getattr(cfg, "key_schemas_enable", True)
     vs = getattr(cfg, "value_schemas_enable", True)
-    return (as_bool(ks, "debezium.format.key.schemas.enable"),
-            as_bool(vs, "debezium.format.value.schemas.enable"))
-
-
+    return (
+        as_bool(ks, "debezium.format.key.schemas.enable"),
+        as_bool(vs, "debezium.format.value.schemas.enable"),
+    )

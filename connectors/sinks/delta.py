@@ -48,33 +48,35 @@ SEQ_KEY = "tidemark.batch_seq"
 APP_KEY = "tidemark.app_id"
 
 _S, _I64, _I32 = pa.string(), pa.int64(), pa.int32()
-SCHEMA = pa.schema([
-    pa.field("topic", _S, nullable=False),
-    pa.field("collection", _S, nullable=False),
-    pa.field("op", _S),
-    pa.field("key", _S),
-    pa.field("before", _S),
-    pa.field("after", _S),
-    pa.field("source", _S),
-    pa.field("transaction", _S),
-    pa.field("source_ts_ms", _I64),
-    pa.field("ts_ms", _I64),
-    pa.field("ts_us", _I64),
-    pa.field("ts_ns", _I64),
-    pa.field("lsn", _I64),
-    pa.field("tx_id", _I64),
-    pa.field("binlog_file", _S),
-    pa.field("binlog_pos", _I64),
-    pa.field("gtid", _S),
-    pa.field("row", _I32),
-    pa.field("headers", _S),
-    pa.field("batch_seq", _I64, nullable=False),
-    pa.field("event_index", _I32, nullable=False),
-    pa.field("payload", _S),
-    pa.field("key_schema", _S),
-    pa.field("value_schema", _S),
-    pa.field("is_tombstone", pa.bool_(), nullable=False),
-])
+SCHEMA = pa.schema(
+    [
+        pa.field("topic", _S, nullable=False),
+        pa.field("collection", _S, nullable=False),
+        pa.field("op", _S),
+        pa.field("key", _S),
+        pa.field("before", _S),
+        pa.field("after", _S),
+        pa.field("source", _S),
+        pa.field("transaction", _S),
+        pa.field("source_ts_ms", _I64),
+        pa.field("ts_ms", _I64),
+        pa.field("ts_us", _I64),
+        pa.field("ts_ns", _I64),
+        pa.field("lsn", _I64),
+        pa.field("tx_id", _I64),
+        pa.field("binlog_file", _S),
+        pa.field("binlog_pos", _I64),
+        pa.field("gtid", _S),
+        pa.field("row", _I32),
+        pa.field("headers", _S),
+        pa.field("batch_seq", _I64, nullable=False),
+        pa.field("event_index", _I32, nullable=False),
+        pa.field("payload", _S),
+        pa.field("key_schema", _S),
+        pa.field("value_schema", _S),
+        pa.field("is_tombstone", pa.bool_(), nullable=False),
+    ]
+)
 _JSON_COLS = ("key", "before", "after", "source", "transaction", "headers", "payload")
 
 # A change event's payload, field by field, in the order `envelope.change_value` builds it: such
@@ -88,8 +90,9 @@ def writer_properties() -> Any:
     from deltalake import ColumnProperties, WriterProperties
 
     plain = ColumnProperties(dictionary_enabled=False, statistics_enabled="NONE")
-    return WriterProperties(compression="ZSTD", compression_level=1,
-                            column_properties={c: plain for c in _JSON_COLS})
+    return WriterProperties(
+        compression="ZSTD", compression_level=1, column_properties={c: plain for c in _JSON_COLS}
+    )
 
 
 def _headers_json(headers: tuple[tuple[str, bytes], ...]) -> bytes | None:
@@ -100,9 +103,29 @@ def _headers_json(headers: tuple[tuple[str, bytes], ...]) -> bytes | None:
 
 # Per record one flat tuple, then zip(*rows) into columns: far fewer bytecodes than one
 # list.append per column. Order: the _ROW_COLS names.
-_ROW_COLS = ("topic", "collection", "key", "headers", "is_tombstone", "op", "before", "after",
-             "transaction", "payload", "source", "source_ts_ms", "ts_ms", "ts_us", "ts_ns", "lsn", "tx_id",
-             "binlog_file", "binlog_pos", "gtid", "row")
+_ROW_COLS = (
+    "topic",
+    "collection",
+    "key",
+    "headers",
+    "is_tombstone",
+    "op",
+    "before",
+    "after",
+    "transaction",
+    "payload",
+    "source",
+    "source_ts_ms",
+    "ts_ms",
+    "ts_us",
+    "ts_ns",
+    "lsn",
+    "tx_id",
+    "binlog_file",
+    "binlog_pos",
+    "gtid",
+    "row",
+)
 _NO_VALUE = (None,) * 16
 _NO_SOURCE = (None,) * 6
 
@@ -117,17 +140,59 @@ def _row(r: Record, dumps: Any = orjson.dumps, fields: tuple[str, ...] = ENVELOP
         b, a, s, t, op, ms, us, ns = v.values()
         pj = None
     else:
-        b, a, t, s, op, ms, us, ns = (v.get("before"), v.get("after"), v.get("transaction"), v.get("source"),
-                                      v.get("op"), v.get("ts_ms"), v.get("ts_us"), v.get("ts_ns"))
+        b, a, t, s, op, ms, us, ns = (
+            v.get("before"),
+            v.get("after"),
+            v.get("transaction"),
+            v.get("source"),
+            v.get("op"),
+            v.get("ts_ms"),
+            v.get("ts_us"),
+            v.get("ts_ns"),
+        )
         pj = dumps(v)
     if type(s) is dict:
         g = s.get
-        return (r.topic, r.collection or META_PARTITION, kj, hj, False, op, None if b is None else dumps(b),
-                None if a is None else dumps(a), None if t is None else dumps(t), pj, dumps(s), g("ts_ms"), ms,
-                us, ns, g("lsn"), g("txId"), g("file"), g("pos"), g("gtid"), g("row"))
-    return (r.topic, r.collection or META_PARTITION, kj, hj, False, op, None if b is None else dumps(b),
-            None if a is None else dumps(a), None if t is None else dumps(t), pj, None, None, ms, us, ns
-            ) + _NO_SOURCE
+        return (
+            r.topic,
+            r.collection or META_PARTITION,
+            kj,
+            hj,
+            False,
+            op,
+            None if b is None else dumps(b),
+            None if a is None else dumps(a),
+            None if t is None else dumps(t),
+            pj,
+            dumps(s),
+            g("ts_ms"),
+            ms,
+            us,
+            ns,
+            g("lsn"),
+            g("txId"),
+            g("file"),
+            g("pos"),
+            g("gtid"),
+            g("row"),
+        )
+    return (
+        r.topic,
+        r.collection or META_PARTITION,
+        kj,
+        hj,
+        False,
+        op,
+        None if b is None else dumps(b),
+        None if a is None else dumps(a),
+        None if t is None else dumps(t),
+        pj,
+        None,
+        None,
+        ms,
+        us,
+        ns,
+    ) + _NO_SOURCE
 
 
 def _array(values: Any, type_: pa.DataType) -> pa.Array:
@@ -143,7 +208,9 @@ def _array(values: Any, type_: pa.DataType) -> pa.Array:
         return pa.array(values, type_)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
         # A source field of an unexpected type: null rather than fail the batch.
-        return pa.array([x if isinstance(x, int) and not isinstance(x, bool) else None for x in values], type_)
+        return pa.array(
+            [x if isinstance(x, int) and not isinstance(x, bool) else None for x in values], type_
+        )
 
 
 def _schema_column(schemas: Any, payloads: Any) -> pa.Array:
@@ -171,8 +238,12 @@ def _schema_column(schemas: Any, payloads: Any) -> pa.Array:
     return pa.DictionaryArray.from_arrays(pa.array(idx, _I32), pa.array(texts, pa.binary()).view(_S))
 
 
-def build_table(batch: Batch, key_schemas: bool = True, value_schemas: bool = True,
-                context: tuple[tuple[str, bytes], ...] = ()) -> pa.Table:
+def build_table(
+    batch: Batch,
+    key_schemas: bool = True,
+    value_schemas: bool = True,
+    context: tuple[tuple[str, bytes], ...] = (),
+) -> pa.Table:
     """The batch as one Arrow table: one pass over the records, then column-wise conversion.
     `context`: the `__debezium.context.*` headers, added to data-change records' headers."""
     records = batch.records
@@ -181,8 +252,10 @@ def build_table(batch: Batch, key_schemas: bool = True, value_schemas: bool = Tr
         cols: dict[str, Any] = dict(zip(_ROW_COLS, zip(*map(_row, records), strict=True), strict=True))
         if context:
             cj = _headers_json(context)
-            cols["headers"] = [h if not r.has_context else cj if not r.headers else
-                               _headers_json(r.headers + context) for r, h in zip(records, cols["headers"], strict=True)]
+            cols["headers"] = [
+                h if not r.has_context else cj if not r.headers else _headers_json(r.headers + context)
+                for r, h in zip(records, cols["headers"], strict=True)
+            ]
     else:
         cols = {c: () for c in _ROW_COLS}
     cols["batch_seq"] = [batch.seq] * n
@@ -190,11 +263,18 @@ def build_table(batch: Batch, key_schemas: bool = True, value_schemas: bool = Tr
     arrays = []
     for f in SCHEMA:
         if f.name == "key_schema":
-            arrays.append(_schema_column([r.key_schema for r in records] if key_schemas else [None] * n,
-                                         [r.key for r in records]))
+            arrays.append(
+                _schema_column(
+                    [r.key_schema for r in records] if key_schemas else [None] * n, [r.key for r in records]
+                )
+            )
         elif f.name == "value_schema":
-            arrays.append(_schema_column([r.value_schema for r in records] if value_schemas else [None] * n,
-                                         [r.value for r in records]))
+            arrays.append(
+                _schema_column(
+                    [r.value_schema for r in records] if value_schemas else [None] * n,
+                    [r.value for r in records],
+                )
+            )
         else:
             arrays.append(_array(cols[f.name], f.type))
     return pa.Table.from_arrays(arrays, names=SCHEMA.names)
@@ -219,10 +299,25 @@ def kafka_value(row: Mapping[str, Any]) -> bytes | None:
         return None
     body = row["payload"]
     if body is None:
-        body = (b'{"before":' + _b(row["before"]) + b',"after":' + _b(row["after"]) + b',"source":'
-                + _b(row["source"]) + b',"transaction":' + _b(row["transaction"]) + b',"op":'
-                + orjson.dumps(row["op"]) + b',"ts_ms":' + orjson.dumps(row["ts_ms"]) + b',"ts_us":'
-                + orjson.dumps(row["ts_us"]) + b',"ts_ns":' + orjson.dumps(row["ts_ns"]) + b"}")
+        body = (
+            b'{"before":'
+            + _b(row["before"])
+            + b',"after":'
+            + _b(row["after"])
+            + b',"source":'
+            + _b(row["source"])
+            + b',"transaction":'
+            + _b(row["transaction"])
+            + b',"op":'
+            + orjson.dumps(row["op"])
+            + b',"ts_ms":'
+            + orjson.dumps(row["ts_ms"])
+            + b',"ts_us":'
+            + orjson.dumps(row["ts_us"])
+            + b',"ts_ns":'
+            + orjson.dumps(row["ts_ns"])
+            + b"}"
+        )
     if row["value_schema"] is None:
         return _b(body)
     return b'{"schema":' + _b(row["value_schema"]) + b',"payload":' + _b(body) + b"}"
@@ -238,9 +333,16 @@ class DeltaChangeLogSink:
 
     name = "delta"
 
-    def __init__(self, table_uri: str | Path, connector_name: str, *, key_schemas_enable: bool = True,
-                 value_schemas_enable: bool = True, storage_options: Mapping[str, str] | None = None,
-                 context: tuple[tuple[str, bytes], ...] = ()) -> None:
+    def __init__(
+        self,
+        table_uri: str | Path,
+        connector_name: str,
+        *,
+        key_schemas_enable: bool = True,
+        value_schemas_enable: bool = True,
+        storage_options: Mapping[str, str] | None = None,
+        context: tuple[tuple[str, bytes], ...] = (),
+    ) -> None:
         self._ctx = context  # __debezium.context.* headers for data-change records
         self.table_uri = str(table_uri)
         self.app_id = connector_name
@@ -258,8 +360,14 @@ class DeltaChangeLogSink:
         ks, vs = schema_flags(cfg)
         uri = s.get("delta.table.path") or f"{str(cfg.warehouse).rstrip('/')}/{cfg.topic_prefix}/changelog"
         storage = {k: str(v) for k, v in sub_config(s, "delta.storage.").items()}
-        return cls(uri, cfg.name, key_schemas_enable=ks, value_schemas_enable=vs, storage_options=storage or None,
-                   context=context)
+        return cls(
+            uri,
+            cfg.name,
+            key_schemas_enable=ks,
+            value_schemas_enable=vs,
+            storage_options=storage or None,
+            context=context,
+        )
 
     @property
     def storage_options(self) -> dict[str, str] | None:
@@ -282,28 +390,50 @@ class DeltaChangeLogSink:
 
         if self._last_seq is not None and batch.seq <= self._last_seq:
             # Already committed before a restart: the app transaction makes the retry a no-op.
-            log.info("delta: batch %d already in %s (last seq %d), skipped", batch.seq, self.table_uri,
-                     self._last_seq)
+            log.info(
+                "delta: batch %d already in %s (last seq %d), skipped",
+                batch.seq,
+                self.table_uri,
+                self._last_seq,
+            )
             return
         table = build_table(batch, self._ks, self._vs, self._ctx)
         props = CommitProperties(
             app_transactions=[Transaction(self.app_id, batch.seq)],
-            custom_metadata={OFFSET_KEY: orjson.dumps(batch.offset).decode(), SEQ_KEY: str(batch.seq),
-                             APP_KEY: self.app_id},
+            custom_metadata={
+                OFFSET_KEY: orjson.dumps(batch.offset).decode(),
+                SEQ_KEY: str(batch.seq),
+                APP_KEY: self.app_id,
+            },
         )
         try:
             if self._dt is None:
-                write_deltalake(self.table_uri, table, mode="append", partition_by=["collection"],
-                                name="tidemark change log", storage_options=self._storage,
-                                writer_properties=self._wp, commit_properties=props)
+                write_deltalake(
+                    self.table_uri,
+                    table,
+                    mode="append",
+                    partition_by=["collection"],
+                    name="tidemark change log",
+                    storage_options=self._storage,
+                    writer_properties=self._wp,
+                    commit_properties=props,
+                )
                 self._open()
             else:
                 # Passing the DeltaTable keeps its state current: no log re-read per batch.
-                write_deltalake(self._dt, table, mode="append", partition_by=["collection"],
-                                writer_properties=self._wp, commit_properties=props)
+                write_deltalake(
+                    self._dt,
+                    table,
+                    mode="append",
+                    partition_by=["collection"],
+                    writer_properties=self._wp,
+                    commit_properties=props,
+                )
         except SchemaMismatchError as e:
-            raise TerminalError(f"Delta change log {self.table_uri} has another schema: {e}",
-                                "the table was written by another Tidemark version; move it aside") from None
+            raise TerminalError(
+                f"Delta change log {self.table_uri} has another schema: {e}",
+                "the table was written by another Tidemark version; move it aside",
+            ) from None
         except CommitFailedError as e:
             raise TransientError(f"Delta change log {self.table_uri}: commit failed: {e}") from None
         except (OSError, DeltaError) as e:
@@ -328,7 +458,8 @@ class DeltaChangeLogSink:
                 raise TerminalError(
                     f"Delta change log {self.table_uri}: app transaction {self.app_id}={seq} has no commit "
                     "with its offset (log cleaned up?)",
-                    "reset the connector's offsets or restore the table's _delta_log")
+                    "reset the connector's offsets or restore the table's _delta_log",
+                )
             limit = limit * 16 if limit < 4096 else None
 
     def close(self) -> None:

@@ -45,8 +45,12 @@ def _drop_partial_line(out: BinaryIO, path: Path) -> None:
                 pos = start + nl + 1
                 break
             pos = start
-    log.warning("%s: removing %d bytes of an unfinished last line (an interrupted write; the engine "
-                "writes that batch again)", path, end - pos)
+    log.warning(
+        "%s: removing %d bytes of an unfinished last line (an interrupted write; the engine "
+        "writes that batch again)",
+        path,
+        end - pos,
+    )
     out.truncate(pos)
     out.seek(pos)
 
@@ -56,8 +60,9 @@ class JsonLinesSink:
 
     name = "jsonl"
 
-    def __init__(self, path: str | Path, *, key_schemas_enable: bool = True,
-                 value_schemas_enable: bool = True) -> None:
+    def __init__(
+        self, path: str | Path, *, key_schemas_enable: bool = True, value_schemas_enable: bool = True
+    ) -> None:
         self._ks = key_schemas_enable
         self._vs = value_schemas_enable
         self._stdout = str(path) == "-"
@@ -80,8 +85,10 @@ class JsonLinesSink:
         s = getattr(cfg, "sink", {}) or {}
         path = s.get("jsonl.path")
         if not path:
-            raise ConfigError("debezium.sink.jsonl.path is required for the jsonl sink",
-                              "set it to a file path, or - for standard output")
+            raise ConfigError(
+                "debezium.sink.jsonl.path is required for the jsonl sink",
+                "set it to a file path, or - for standard output",
+            )
         ks, vs = schema_flags(cfg)
         return cls(path, key_schemas_enable=ks, value_schemas_enable=vs)
 

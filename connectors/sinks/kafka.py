@@ -84,16 +84,20 @@ def _common_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
         log.warning("debezium.sink.kafka.producer.%s is ignored: Tidemark always sends bytes", k)
         del out[k]
     if not str(out.get("bootstrap.servers") or "").strip():
-        raise ConfigError("debezium.sink.kafka.producer.bootstrap.servers is required for the Kafka sink",
-                          "set it to the broker list, e.g. debezium.sink.kafka.producer.bootstrap.servers="
-                          "kafka1:9092,kafka2:9092")
+        raise ConfigError(
+            "debezium.sink.kafka.producer.bootstrap.servers is required for the Kafka sink",
+            "set it to the broker list, e.g. debezium.sink.kafka.producer.bootstrap.servers="
+            "kafka1:9092,kafka2:9092",
+        )
     jaas = out.pop("sasl.jaas.config", None)
     if jaas:
         found = dict(_JAAS_RE.findall(str(jaas)))
         if "username" not in found:
-            raise ConfigError("debezium.sink.kafka.producer.sasl.jaas.config: only PLAIN/SCRAM login "
-                              "modules with username=\"...\" password=\"...\" are understood",
-                              "use sasl.username / sasl.password instead")
+            raise ConfigError(
+                "debezium.sink.kafka.producer.sasl.jaas.config: only PLAIN/SCRAM login "
+                'modules with username="..." password="..." are understood',
+                "use sasl.username / sasl.password instead",
+            )
         out.setdefault("sasl.username", found["username"])
         out.setdefault("sasl.password", found.get("password", ""))
     return out
@@ -121,9 +125,12 @@ def kafka_python_config(settings: Mapping[str, Any]) -> dict[str, Any]:
         if name not in defaults or name in ("key_serializer", "value_serializer"):
             known = sorted(k.replace("_", ".") for k in defaults)
             close = difflib.get_close_matches(key, known, n=3)
-            raise ConfigError(f"debezium.sink.kafka.producer.{key} is not supported by the kafka-python client",
-                              f"did you mean {', '.join(close)}?" if close else
-                              "use debezium.sink.kafka.client=confluent for librdkafka settings")
+            raise ConfigError(
+                f"debezium.sink.kafka.producer.{key} is not supported by the kafka-python client",
+                f"did you mean {', '.join(close)}?"
+                if close
+                else "use debezium.sink.kafka.client=confluent for librdkafka settings",
+            )
         out[name] = _typed(name, value, defaults[name], key)
     return out
 
@@ -140,7 +147,9 @@ def _typed(name: str, value: Any, default: Any, key: str) -> Any:
         try:
             return int(str(value).strip())
         except ValueError:
-            raise ConfigError(f"debezium.sink.kafka.producer.{key}: expected an integer, got {value!r}") from None
+            raise ConfigError(
+                f"debezium.sink.kafka.producer.{key}: expected an integer, got {value!r}"
+            ) from None
     return value
 
 
@@ -149,13 +158,28 @@ class ConfluentProducer:
     """confluent-kafka (librdkafka). Delivery reports only for failures: successes cost nothing."""
 
     _TERMINAL_CODES = (
-        "TOPIC_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED", "SASL_AUTHENTICATION_FAILED",
-        "_AUTHENTICATION", "MSG_SIZE_TOO_LARGE", "_MSG_SIZE_TOO_LARGE", "RECORD_LIST_TOO_LARGE",
-        "TOPIC_EXCEPTION", "INVALID_TOPIC_EXCEPTION", "_INVALID_ARG", "INVALID_CONFIG", "_SSL",
+        "TOPIC_AUTHORIZATION_FAILED",
+        "CLUSTER_AUTHORIZATION_FAILED",
+        "SASL_AUTHENTICATION_FAILED",
+        "_AUTHENTICATION",
+        "MSG_SIZE_TOO_LARGE",
+        "_MSG_SIZE_TOO_LARGE",
+        "RECORD_LIST_TOO_LARGE",
+        "TOPIC_EXCEPTION",
+        "INVALID_TOPIC_EXCEPTION",
+        "_INVALID_ARG",
+        "INVALID_CONFIG",
+        "_SSL",
     )
 
-    def __init__(self, settings: Mapping[str, Any], *, create_topics: bool = True,
-                 partitions: int = -1, replication_factor: int = -1) -> None:
+    def __init__(
+        self,
+        settings: Mapping[str, Any],
+        *,
+        create_topics: bool = True,
+        partitions: int = -1,
+        replication_factor: int = -1,
+    ) -> None:
         from confluent_kafka import KafkaError, KafkaException
         from confluent_kafka import Producer as _Producer
 
@@ -169,13 +193,21 @@ class ConfluentProducer:
         self._unknown_topic = {KafkaError.UNKNOWN_TOPIC_OR_PART, getattr(KafkaError, "_UNKNOWN_TOPIC", -188)}
         self._errors: list[Any] = []
         self._admin: Any = None
-        conf = dict(self._conf, **{"delivery.report.only.error": True, "on_delivery": self._on_delivery,
-                                   "error_cb": self._on_error})
+        conf = dict(
+            self._conf,
+            **{
+                "delivery.report.only.error": True,
+                "on_delivery": self._on_delivery,
+                "error_cb": self._on_error,
+            },
+        )
         try:
             self._p = _Producer(conf)
         except KafkaException as e:
-            raise ConfigError(f"invalid Kafka producer setting: {e.args[0].str()}",
-                              "check the debezium.sink.kafka.producer.* keys") from None
+            raise ConfigError(
+                f"invalid Kafka producer setting: {e.args[0].str()}",
+                "check the debezium.sink.kafka.producer.* keys",
+            ) from None
 
     def _on_delivery(self, err: Any, msg: Any) -> None:
         if err is not None:
@@ -207,8 +239,10 @@ class ConfluentProducer:
         if errors:
             self._raise(errors)
         if left:
-            raise TransientError(f"Kafka: {left} record(s) not acknowledged within {timeout:.0f} s",
-                                 "the broker is slow or unreachable; the batch will be retried")
+            raise TransientError(
+                f"Kafka: {left} record(s) not acknowledged within {timeout:.0f} s",
+                "the broker is slow or unreachable; the batch will be retried",
+            )
 
     def _raise(self, errors: list[Any]) -> None:
         err, topic = errors[0]
@@ -216,7 +250,9 @@ class ConfluentProducer:
         msg = f"Kafka delivery failed for {len(errors)} record(s){where}: {err.str()}"
         code = err.code()
         if code in self._unknown_topic and not self._create:
-            raise TerminalError(msg, "create the topic, or set debezium.sink.kafka.topic.creation.enable=true")
+            raise TerminalError(
+                msg, "create the topic, or set debezium.sink.kafka.topic.creation.enable=true"
+            )
         if err.fatal() or code in self._terminal:
             raise TerminalError(msg, "check the producer credentials, ACLs and message size limits")
         raise TransientError(msg, "the batch will be retried")
@@ -235,10 +271,13 @@ class ConfluentProducer:
         if not missing:
             return
         if not self._create:
-            raise TerminalError(f"Kafka topic(s) {', '.join(missing)} do not exist",
-                                "create them, or set debezium.sink.kafka.topic.creation.enable=true")
-        futures = self._admin.create_topics([NewTopic(t, self._partitions, self._rf) for t in missing],
-                                            request_timeout=30)
+            raise TerminalError(
+                f"Kafka topic(s) {', '.join(missing)} do not exist",
+                "create them, or set debezium.sink.kafka.topic.creation.enable=true",
+            )
+        futures = self._admin.create_topics(
+            [NewTopic(t, self._partitions, self._rf) for t in missing], request_timeout=30
+        )
         for name, fut in futures.items():
             try:
                 fut.result()
@@ -248,8 +287,10 @@ class ConfluentProducer:
                 if kerr.code() == self._KafkaError.TOPIC_ALREADY_EXISTS:
                     continue
                 if kerr.code() in self._terminal or kerr.code() == self._KafkaError.POLICY_VIOLATION:
-                    raise TerminalError(f"Kafka: cannot create topic {name}: {kerr.str()}",
-                                        "create it yourself or grant CREATE on the cluster") from None
+                    raise TerminalError(
+                        f"Kafka: cannot create topic {name}: {kerr.str()}",
+                        "create it yourself or grant CREATE on the cluster",
+                    ) from None
                 raise TransientError(f"Kafka: cannot create topic {name}: {kerr.str()}") from None
 
     def close(self) -> None:
@@ -262,12 +303,25 @@ class ConfluentProducer:
 class KafkaPythonProducer:
     """kafka-python. Slower (pure Python) but no native library; failures checked per future."""
 
-    _TERMINAL = ("TopicAuthorizationFailedError", "ClusterAuthorizationFailedError",
-                 "SaslAuthenticationFailedError", "AuthenticationFailedError", "MessageSizeTooLargeError",
-                 "RecordListTooLargeError", "InvalidTopicError", "UnsupportedVersionError")
+    _TERMINAL = (
+        "TopicAuthorizationFailedError",
+        "ClusterAuthorizationFailedError",
+        "SaslAuthenticationFailedError",
+        "AuthenticationFailedError",
+        "MessageSizeTooLargeError",
+        "RecordListTooLargeError",
+        "InvalidTopicError",
+        "UnsupportedVersionError",
+    )
 
-    def __init__(self, settings: Mapping[str, Any], *, create_topics: bool = True,
-                 partitions: int = -1, replication_factor: int = -1) -> None:
+    def __init__(
+        self,
+        settings: Mapping[str, Any],
+        *,
+        create_topics: bool = True,
+        partitions: int = -1,
+        replication_factor: int = -1,
+    ) -> None:
         import kafka.errors as kerrors
         from kafka import KafkaProducer
 
@@ -283,7 +337,9 @@ class KafkaPythonProducer:
         try:
             self._p = KafkaProducer(**self._kwargs)
         except kerrors.NoBrokersAvailable as e:
-            raise TransientError(f"Kafka: no broker reachable at {self._kwargs['bootstrap_servers']}: {e}") from None
+            raise TransientError(
+                f"Kafka: no broker reachable at {self._kwargs['bootstrap_servers']}: {e}"
+            ) from None
         except kerrors.KafkaConfigurationError as e:
             raise ConfigError(f"invalid Kafka producer setting: {e}") from None
 
@@ -299,8 +355,10 @@ class KafkaPythonProducer:
         try:
             self._p.flush(timeout)
         except self._kerrors.KafkaTimeoutError:
-            raise TransientError(f"Kafka: records not acknowledged within {timeout:.0f} s",
-                                 "the broker is slow or unreachable; the batch will be retried") from None
+            raise TransientError(
+                f"Kafka: records not acknowledged within {timeout:.0f} s",
+                "the broker is slow or unreachable; the batch will be retried",
+            ) from None
         errors += [(f.exception, topic) for f, topic in futures if f.failed()]
         if errors:
             e, topic = errors[0]
@@ -308,7 +366,9 @@ class KafkaPythonProducer:
             if isinstance(e, self._terminal):
                 raise TerminalError(msg, "check the producer credentials, ACLs and message size limits")
             if isinstance(e, self._kerrors.UnknownTopicOrPartitionError) and not self._create:
-                raise TerminalError(msg, "create the topic, or set debezium.sink.kafka.topic.creation.enable=true")
+                raise TerminalError(
+                    msg, "create the topic, or set debezium.sink.kafka.topic.creation.enable=true"
+                )
             raise TransientError(msg, "the batch will be retried")
 
     def ensure_topics(self, topics: set[str]) -> None:
@@ -325,8 +385,10 @@ class KafkaPythonProducer:
         if not missing:
             return
         if not self._create:
-            raise TerminalError(f"Kafka topic(s) {', '.join(missing)} do not exist",
-                                "create them, or set debezium.sink.kafka.topic.creation.enable=true")
+            raise TerminalError(
+                f"Kafka topic(s) {', '.join(missing)} do not exist",
+                "create them, or set debezium.sink.kafka.topic.creation.enable=true",
+            )
         for name in missing:
             try:
                 self._admin.create_topics([NewTopic(name, self._partitions, self._rf)])
@@ -334,8 +396,10 @@ class KafkaPythonProducer:
             except self._kerrors.TopicAlreadyExistsError:
                 pass
             except self._terminal as e:
-                raise TerminalError(f"Kafka: cannot create topic {name}: {e!r}",
-                                    "create it yourself or grant CREATE on the cluster") from None
+                raise TerminalError(
+                    f"Kafka: cannot create topic {name}: {e!r}",
+                    "create it yourself or grant CREATE on the cluster",
+                ) from None
             except self._kerrors.KafkaError as e:
                 raise TransientError(f"Kafka: cannot create topic {name}: {e!r}") from None
 
@@ -352,8 +416,9 @@ def make_producer(client: Client, settings: Mapping[str, Any], **kw: Any) -> Pro
         return ConfluentProducer(settings, **kw)
     if client == "kafka-python":
         return KafkaPythonProducer(settings, **kw)
-    raise ConfigError(f"debezium.sink.kafka.client: unknown client {client!r}",
-                      "valid values: confluent, kafka-python")
+    raise ConfigError(
+        f"debezium.sink.kafka.client: unknown client {client!r}", "valid values: confluent, kafka-python"
+    )
 
 
 # --------------------------------------------------------------------------- the sink
@@ -367,22 +432,37 @@ class KafkaSink:
 
     name = "kafka"
 
-    def __init__(self, producer_settings: Mapping[str, Any], *, client: Client = "confluent",
-                 key_schemas_enable: bool = True, value_schemas_enable: bool = True,
-                 topic_creation: bool = True, topic_partitions: int = -1,
-                 topic_replication_factor: int = -1, flush_timeout_s: float | None = None,
-                 producer: Producer | None = None, context: tuple[tuple[str, bytes], ...] = ()) -> None:
+    def __init__(
+        self,
+        producer_settings: Mapping[str, Any],
+        *,
+        client: Client = "confluent",
+        key_schemas_enable: bool = True,
+        value_schemas_enable: bool = True,
+        topic_creation: bool = True,
+        topic_partitions: int = -1,
+        topic_replication_factor: int = -1,
+        flush_timeout_s: float | None = None,
+        producer: Producer | None = None,
+        context: tuple[tuple[str, bytes], ...] = (),
+    ) -> None:
         self._ctx = context  # __debezium.context.* headers for data-change records
         self._ks = key_schemas_enable
         self._vs = value_schemas_enable
         if flush_timeout_s is None:
-            dt = producer_settings.get("delivery.timeout.ms", producer_settings.get("message.timeout.ms", 120_000))
+            dt = producer_settings.get(
+                "delivery.timeout.ms", producer_settings.get("message.timeout.ms", 120_000)
+            )
             flush_timeout_s = int(dt) / 1000 + 10
         self._timeout = float(flush_timeout_s)
         self._known: set[str] = set()
         self._producer = producer or make_producer(
-            client, producer_settings, create_topics=topic_creation,
-            partitions=topic_partitions, replication_factor=topic_replication_factor)
+            client,
+            producer_settings,
+            create_topics=topic_creation,
+            partitions=topic_partitions,
+            replication_factor=topic_replication_factor,
+        )
 
     @classmethod
     def from_config(cls, cfg: Any, *, context: tuple[tuple[str, bytes], ...] = ()) -> KafkaSink:
@@ -390,14 +470,19 @@ class KafkaSink:
         ks, vs = schema_flags(cfg)
         client = str(s.get("kafka.client", "confluent")).strip().lower()
         if client not in ("confluent", "kafka-python"):
-            raise ConfigError(f"debezium.sink.kafka.client: unknown client {client!r}",
-                              "valid values: confluent, kafka-python")
+            raise ConfigError(
+                f"debezium.sink.kafka.client: unknown client {client!r}",
+                "valid values: confluent, kafka-python",
+            )
         timeout = s.get("kafka.flush.timeout.ms")
         return cls(
-            sub_config(s, "kafka.producer."), client=client,  # type: ignore[arg-type]
-            key_schemas_enable=ks, value_schemas_enable=vs,
-            topic_creation=as_bool(s.get("kafka.topic.creation.enable", True),
-                                   "debezium.sink.kafka.topic.creation.enable"),
+            sub_config(s, "kafka.producer."),
+            client=client,  # type: ignore[arg-type]
+            key_schemas_enable=ks,
+            value_schemas_enable=vs,
+            topic_creation=as_bool(
+                s.get("kafka.topic.creation.enable", True), "debezium.sink.kafka.topic.creation.enable"
+            ),
             topic_partitions=int(s.get("kafka.topic.creation.partitions", -1)),
             topic_replication_factor=int(s.get("kafka.topic.creation.replication.factor", -1)),
             flush_timeout_s=int(timeout) / 1000 if timeout is not None else None,

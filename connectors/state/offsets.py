@@ -29,12 +29,14 @@ from connectors.state.storage import storage_error
 
 log = logging.getLogger(__name__)
 
-SCHEMA = pa.schema([
-    pa.field("connector", pa.string(), nullable=False),
-    pa.field("seq", pa.int64(), nullable=False),
-    pa.field("offset", pa.string(), nullable=False),
-    pa.field("committed_at", pa.timestamp("us", tz="UTC"), nullable=False),
-])
+SCHEMA = pa.schema(
+    [
+        pa.field("connector", pa.string(), nullable=False),
+        pa.field("seq", pa.int64(), nullable=False),
+        pa.field("offset", pa.string(), nullable=False),
+        pa.field("committed_at", pa.timestamp("us", tz="UTC"), nullable=False),
+    ]
+)
 
 
 COMPACT_EVERY = 100
@@ -49,8 +51,9 @@ def _sql_str(s: str) -> str:
 class DeltaOffsetStore:
     """`OffsetStore` on Delta. `warehouse`: local path or object-store URI."""
 
-    def __init__(self, warehouse: str | Path, connector_name: str, *,
-                 storage_options: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, warehouse: str | Path, connector_name: str, *, storage_options: Mapping[str, str] | None = None
+    ) -> None:
         self.table_uri = f"{str(warehouse).rstrip('/')}/_state/offsets"
         self.connector = connector_name
         self.app_id = f"offsets:{connector_name}"
@@ -74,18 +77,31 @@ class DeltaOffsetStore:
         from deltalake.exceptions import DeltaError
 
         row = pa.Table.from_arrays(
-            [pa.array([self.connector]), pa.array([seq], pa.int64()),
-             pa.array([orjson.dumps(offset).decode()]),
-             pa.array([datetime.now(UTC)], pa.timestamp("us", tz="UTC"))],
-            schema=SCHEMA)
-        props = CommitProperties(app_transactions=[Transaction(self.app_id, seq)],
-                                 custom_metadata={"tidemark.connector": self.connector})
+            [
+                pa.array([self.connector]),
+                pa.array([seq], pa.int64()),
+                pa.array([orjson.dumps(offset).decode()]),
+                pa.array([datetime.now(UTC)], pa.timestamp("us", tz="UTC")),
+            ],
+            schema=SCHEMA,
+        )
+        props = CommitProperties(
+            app_transactions=[Transaction(self.app_id, seq)],
+            custom_metadata={"tidemark.connector": self.connector},
+        )
         try:
             dt = self._table()
             if dt is None:
-                write_deltalake(self.table_uri, row, mode="append", partition_by=["connector"],
-                                name="tidemark offsets", storage_options=self._storage,
-                                commit_properties=props, configuration=TABLE_CONFIGURATION)
+                write_deltalake(
+                    self.table_uri,
+                    row,
+                    mode="append",
+                    partition_by=["connector"],
+                    name="tidemark offsets",
+                    storage_options=self._storage,
+                    commit_properties=props,
+                    configuration=TABLE_CONFIGURATION,
+                )
             else:
                 # Other connectors append to the same table: delta-rs retries blind appends.
                 write_deltalake(dt, row, mode="append", partition_by=["connector"], commit_properties=props)
@@ -105,8 +121,9 @@ class DeltaOffsetStore:
         dt = self._table(refresh=True)
         if dt is None:
             return None
-        t = dt.to_pyarrow_table(columns=["seq", "offset", "committed_at"],
-                                filters=[("connector", "=", self.connector)])
+        t = dt.to_pyarrow_table(
+            columns=["seq", "offset", "committed_at"], filters=[("connector", "=", self.connector)]
+        )
         if t.num_rows == 0:
             return None
         # Highest seq wins; among equal seqs (a retried save) the later one.
@@ -126,7 +143,10 @@ class DeltaOffsetStore:
         from deltalake import CommitProperties, Transaction
 
         # The app transaction goes back to -1 ("nothing saved") in the same commit.
-        metrics = dt.delete(f"connector = {_sql_str(self.connector)}",
-                            commit_properties=CommitProperties(app_transactions=[Transaction(self.app_id, -1)]))
-        log.info("offset store: removed %s row(s) of connector %s", metrics.get("num_deleted_rows"),
-                 self.connector)
+        metrics = dt.delete(
+            f"connector = {_sql_str(self.connector)}",
+            commit_properties=CommitProperties(app_transactions=[Transaction(self.app_id, -1)]),
+        )
+        log.info(
+            "offset store: removed %s row(s) of connector %s", metrics.get("num_deleted_rows"), self.connector
+        )

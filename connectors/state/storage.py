@@ -21,8 +21,16 @@ from urllib.parse import urlparse
 from connectors.api import TerminalError, TidemarkError, TransientError
 
 # Errors of the operating system that a retry cannot fix.
-_TERMINAL_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EISDIR, errno.ENOENT,
-                    errno.ENAMETOOLONG, errno.ELOOP}
+_TERMINAL_ERRNOS = {
+    errno.EACCES,
+    errno.EPERM,
+    errno.EROFS,
+    errno.ENOTDIR,
+    errno.EISDIR,
+    errno.ENOENT,
+    errno.ENAMETOOLONG,
+    errno.ELOOP,
+}
 # The same, as delta-rs / object_store put them into their messages ("... (os error 30)",
 # Os { code: 13, ... }), and object stores' authentication and authorization failures.
 _TERMINAL_TEXT = re.compile(
@@ -49,10 +57,14 @@ def local_path(uri: str | Path) -> Path:
 
 def _hint(what: str, uri: str | Path = "") -> str:
     if uri and not is_local(uri):
-        return ("check the object-store credentials and the bucket/container name (the storage options, e.g. "
-                f"debezium.sink.delta.storage.*) and that the account may write there; or point {what} elsewhere")
-    return (f"make {what} writable by the user running Tidemark (owner, mode, mount options), "
-            "or point the setting at a writable location")
+        return (
+            "check the object-store credentials and the bucket/container name (the storage options, e.g. "
+            f"debezium.sink.delta.storage.*) and that the account may write there; or point {what} elsewhere"
+        )
+    return (
+        f"make {what} writable by the user running Tidemark (owner, mode, mount options), "
+        "or point the setting at a writable location"
+    )
 
 
 def check_writable(uri: str | Path, what: str, *, storage_options: Mapping[str, str] | None = None) -> None:

@@ -11,6 +11,7 @@ The child stops when ``expected`` records arrived (and 2 s passed without more),
 one record arrived, or ``first_record_timeout`` seconds after start when none did), and always by
 ``timeout``. Offsets live next to the output file, so a second run continues where one stopped.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,9 +64,21 @@ def run_debezium(
     cfg_path = out.with_suffix(out.suffix + ".props.json")
     cfg_path.write_text(json.dumps(cfg, indent=1))
     log_path = Path(log) if log else out.with_suffix(out.suffix + ".log")
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", "--props", str(cfg_path),
-           "--out", str(out), "--idle", str(idle), "--timeout", str(timeout),
-           "--first-record-timeout", str(first_record_timeout)]
+    cmd = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--child",
+        "--props",
+        str(cfg_path),
+        "--out",
+        str(out),
+        "--idle",
+        str(idle),
+        "--timeout",
+        str(timeout),
+        "--first-record-timeout",
+        str(first_record_timeout),
+    ]
     if expected is not None:
         cmd += ["--expected", str(expected)]
     if until_topic:
@@ -76,13 +89,17 @@ def run_debezium(
         try:
             rc = subprocess.run(cmd, stdout=lf, stderr=subprocess.STDOUT, timeout=timeout + 90).returncode
         except subprocess.TimeoutExpired as e:
-            raise DebeziumRunError(f"Debezium child did not stop within {timeout + 90}s; log: {log_path}") from e
+            raise DebeziumRunError(
+                f"Debezium child did not stop within {timeout + 90}s; log: {log_path}"
+            ) from e
     records = read_jsonl(out)
     if rc != 0:
         tail = log_path.read_text(errors="replace")[-3000:]
         raise DebeziumRunError(f"Debezium child exited with {rc}; log {log_path}:\n{tail}")
     if expected is not None and len(records) < expected and not allow_fewer:
-        raise DebeziumRunError(f"Debezium emitted {len(records)} records, expected {expected}; log: {log_path}")
+        raise DebeziumRunError(
+            f"Debezium emitted {len(records)} records, expected {expected}; log: {log_path}"
+        )
     return records
 
 
@@ -135,9 +152,11 @@ def _child(a: argparse.Namespace) -> int:
         def handleJsonBatch(self, records):
             for r in records:
                 k, v = r.key(), r.value()
-                rec = {"topic": str(r.destination()),
-                       "key": None if k is None else json.loads(str(k)),
-                       "value": None if v is None else json.loads(str(v))}
+                rec = {
+                    "topic": str(r.destination()),
+                    "key": None if k is None else json.loads(str(k)),
+                    "value": None if v is None else json.loads(str(v)),
+                }
                 h = _headers(r)
                 if h:
                     rec["headers"] = h

@@ -20,6 +20,7 @@ entry keeps its order.
 Schemas are compared in full (field order, names, versions, parameters, defaults). Everything else
 is compared exactly: topic, key, value, and the order of records within each topic.
 """
+
 from __future__ import annotations
 
 import copy
@@ -32,7 +33,9 @@ from typing import Any
 VOLATILE_PAYLOAD = ("ts_ms", "ts_us", "ts_ns")
 VOLATILE_SOURCE = ("ts_ms", "ts_us", "ts_ns", "version")
 CONTEXT_HEADER = "__debezium.context."
-_MSG_ID = re.compile(r"^(io\.debezium\.connector\.postgresql\.LogicalDecodingMessageMonitor\$LogicalDecodingMessageId)(?:@[0-9a-f]+)?$")
+_MSG_ID = re.compile(
+    r"^(io\.debezium\.connector\.postgresql\.LogicalDecodingMessageMonitor\$LogicalDecodingMessageId)(?:@[0-9a-f]+)?$"
+)
 
 
 _UUID7 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
@@ -48,14 +51,21 @@ def _header(h: list | tuple) -> list:
 
 def is_transaction_record(rec: dict) -> bool:
     v = rec.get("value")
-    return bool(v) and isinstance(v, dict) and (v.get("schema") or {}).get("name") == \
-        "io.debezium.connector.common.TransactionMetadataValue"
+    return (
+        bool(v)
+        and isinstance(v, dict)
+        and (v.get("schema") or {}).get("name") == "io.debezium.connector.common.TransactionMetadataValue"
+    )
 
 
 def normalize_record(rec: dict) -> dict:
     """Return ``{"topic", "key", "value", "headers"}`` with the volatile fields removed (input unchanged)."""
-    out = {"topic": rec.get("topic"), "key": copy.deepcopy(rec.get("key")), "value": copy.deepcopy(rec.get("value")),
-           "headers": [_header(h) for h in rec.get("headers") or []]}
+    out = {
+        "topic": rec.get("topic"),
+        "key": copy.deepcopy(rec.get("key")),
+        "value": copy.deepcopy(rec.get("value")),
+        "headers": [_header(h) for h in rec.get("headers") or []],
+    }
     value = out["value"]
     if not isinstance(value, dict):
         return out
@@ -141,8 +151,9 @@ def _label(r: dict) -> str:
     return f"op={op} key={_short(kp, 80)}"
 
 
-def diff_records(expected: list[dict], actual: list[dict], *, max_records: int = 5,
-                 max_paths: int = 25) -> list[str]:
+def diff_records(
+    expected: list[dict], actual: list[dict], *, max_records: int = 5, max_paths: int = 25
+) -> list[str]:
     """Compare normalised record lists per topic; returns human-readable problems ([] = equal)."""
     problems: list[str] = []
     exp, act = by_topic(expected), by_topic(actual)
@@ -158,8 +169,10 @@ def diff_records(expected: list[dict], actual: list[dict], *, max_records: int =
         if topic not in act:
             continue
         if len(erecs) != len(arecs):
-            problems.append(f"[{topic}] {len(erecs)} records from Debezium, {len(arecs)} from Tidemark\n"
-                            f"    Debezium: {[_label(r) for r in erecs]}\n    Tidemark: {[_label(r) for r in arecs]}")
+            problems.append(
+                f"[{topic}] {len(erecs)} records from Debezium, {len(arecs)} from Tidemark\n"
+                f"    Debezium: {[_label(r) for r in erecs]}\n    Tidemark: {[_label(r) for r in arecs]}"
+            )
         for i, (e, a) in enumerate(zip(erecs, arecs, strict=False)):
             if e == a:
                 continue
@@ -174,12 +187,20 @@ def diff_records(expected: list[dict], actual: list[dict], *, max_records: int =
             udiff = difflib.unified_diff(
                 json.dumps(e, indent=1, ensure_ascii=False).splitlines(),
                 json.dumps(a, indent=1, ensure_ascii=False).splitlines(),
-                "debezium", "tidemark", n=2, lineterm="")
+                "debezium",
+                "tidemark",
+                n=2,
+                lineterm="",
+            )
             ud = list(udiff)
             if len(ud) > 80:
                 ud = ud[:80] + [f"... ({len(ud) - 80} more diff lines)"]
-            problems.append(f"[{topic}] record #{i} ({_label(e)}) differs:\n    "
-                            + "\n    ".join(paths) + "\n" + "\n".join(ud))
+            problems.append(
+                f"[{topic}] record #{i} ({_label(e)}) differs:\n    "
+                + "\n    ".join(paths)
+                + "\n"
+                + "\n".join(ud)
+            )
     return problems
 
 

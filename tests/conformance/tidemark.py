@@ -1,4 +1,5 @@
 """Run Tidemark's CLI for a conformance test and read its records (with their Kafka headers)."""
+
 from __future__ import annotations
 
 import base64
@@ -31,11 +32,16 @@ def with_headers(records: list[dict], changelog: Path, skip: int = 0) -> list[di
     as ``[[name, parsed JSON value], ...]``."""
     from deltalake import DeltaTable
 
-    rows = DeltaTable(str(changelog)).to_pyarrow_table(
-        columns=["batch_seq", "event_index", "topic", "headers"]).to_pylist()
+    rows = (
+        DeltaTable(str(changelog))
+        .to_pyarrow_table(columns=["batch_seq", "event_index", "topic", "headers"])
+        .to_pylist()
+    )
     rows.sort(key=lambda r: (r["batch_seq"], r["event_index"]))
     rows = rows[skip:]
-    assert [r["topic"] for r in rows] == [r["topic"] for r in records], "Delta and jsonl hold different records"
+    assert [r["topic"] for r in rows] == [r["topic"] for r in records], (
+        "Delta and jsonl hold different records"
+    )
     out = []
     for rec, row in zip(records, rows, strict=True):
         hs = json.loads(row["headers"]) if row["headers"] else []
@@ -48,9 +54,12 @@ def run_tidemark(config: Path, log: Path) -> None:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     with open(log, "w") as lf:
         try:
-            proc = subprocess.run(cmd, stdout=lf, stderr=subprocess.STDOUT, cwd=REPO, env=env,
-                                  timeout=TIDEMARK_TIMEOUT)
+            proc = subprocess.run(
+                cmd, stdout=lf, stderr=subprocess.STDOUT, cwd=REPO, env=env, timeout=TIDEMARK_TIMEOUT
+            )
         except subprocess.TimeoutExpired:
-            pytest.fail(f"tidemark run did not finish within {TIDEMARK_TIMEOUT}s; log {log}:\n{log.read_text()[-3000:]}")
+            pytest.fail(
+                f"tidemark run did not finish within {TIDEMARK_TIMEOUT}s; log {log}:\n{log.read_text()[-3000:]}"
+            )
     if proc.returncode != 0:
         pytest.fail(f"`{' '.join(cmd)}` exited with {proc.returncode}; log {log}:\n{log.read_text()[-3000:]}")

@@ -10,6 +10,7 @@ statement is its own transaction) unless they say otherwise. Order of use:
 
 All values are literals (no now(), no random()), so two runs give identical data.
 """
+
 from __future__ import annotations
 
 SCHEMA_SQL = [
@@ -151,53 +152,85 @@ def _big_text() -> str:
 # name -> list of statements; a list with "BEGIN" first is run as one transaction
 STEPS: list[tuple[str, list[str]]] = [
     ("insert all_types (full row, defaults-only row, edge values)", [ROW_FULL, ROW_DEFAULTS, ROW_EDGE]),
-    ("update all_types under REPLICA IDENTITY DEFAULT",
-     ["UPDATE all_types SET c_text = 'changed', c_int4 = 1 WHERE id = 1"]),
-    ("switch all_types to REPLICA IDENTITY FULL; update and delete",
-     ["ALTER TABLE all_types REPLICA IDENTITY FULL",
-      "UPDATE all_types SET c_text = 'full', c_jsonb = '{\"z\": true}' WHERE id = 1",
-      "DELETE FROM all_types WHERE id = 3",
-      "ALTER TABLE all_types REPLICA IDENTITY DEFAULT"]),
-    ("items: insert, update, delete (tombstone), primary key change",
-     ["INSERT INTO items (id, name, qty) VALUES (1, 'one', 1), (2, 'two', 2), (3, 'three', 3)",
-      "INSERT INTO items (id, name) VALUES (5, 'five default qty')",
-      "UPDATE items SET name = 'ONE', qty = 11 WHERE id = 1",
-      "DELETE FROM items WHERE id = 2",
-      "UPDATE items SET id = 30, name = 'thirty' WHERE id = 3"]),
-    ("items_full (REPLICA IDENTITY FULL): insert, update, delete, primary key change",
-     ["INSERT INTO items_full VALUES (1, 'a', 1), (2, 'b', NULL)",
-      "UPDATE items_full SET qty = 100 WHERE id = 1",
-      "DELETE FROM items_full WHERE id = 2",
-      "UPDATE items_full SET id = 10 WHERE id = 1"]),
-    ("composite primary key: insert, update, delete",
-     ["INSERT INTO composite_pk VALUES (1, 'x', 'v1'), (2, 'y', 'v2')",
-      "UPDATE composite_pk SET v = 'v1b' WHERE a = 1",
-      "DELETE FROM composite_pk WHERE a = 2"]),
-    ("nopk (no primary key, REPLICA IDENTITY FULL): insert, update, delete",
-     ["INSERT INTO nopk VALUES (1, 'x'), (2, NULL)",
-      "UPDATE nopk SET b = 'y' WHERE a = 1",
-      "DELETE FROM nopk WHERE a = 2"]),
-    ("toasty: insert a >8 kB text, update another column (TOAST value unchanged), then update it",
-     ["INSERT INTO toasty VALUES (1, 1, " + _big_text() + ")",
-      "UPDATE toasty SET small = 2 WHERE id = 1",
-      "UPDATE toasty SET big = 'short now', small = 3 WHERE id = 1"]),
-    ("logical decoding messages: transactional and not",
-     ["SELECT pg_logical_emit_message(false, 'tm-prefix', 'non-transactional content')",
-      "BEGIN",
-      "SELECT pg_logical_emit_message(true, 'tm-prefix', 'transactional content')",
-      "INSERT INTO items (id, name) VALUES (7, 'with message')",
-      "COMMIT"]),
-    ("multi-statement transaction over three tables",
-     ["BEGIN",
-      "INSERT INTO items (id, name, qty) VALUES (40, 'tx a', 1)",
-      "UPDATE items SET qty = 2 WHERE id = 40",
-      "INSERT INTO items_full VALUES (41, 'tx b', 1)",
-      "INSERT INTO composite_pk VALUES (42, 'tx', 'c')",
-      "DELETE FROM items WHERE id = 5",
-      "COMMIT"]),
-    ("truncate",
-     ["INSERT INTO trunc_me VALUES (1, 'x'), (2, 'y')",
-      "TRUNCATE trunc_me"]),
+    (
+        "update all_types under REPLICA IDENTITY DEFAULT",
+        ["UPDATE all_types SET c_text = 'changed', c_int4 = 1 WHERE id = 1"],
+    ),
+    (
+        "switch all_types to REPLICA IDENTITY FULL; update and delete",
+        [
+            "ALTER TABLE all_types REPLICA IDENTITY FULL",
+            "UPDATE all_types SET c_text = 'full', c_jsonb = '{\"z\": true}' WHERE id = 1",
+            "DELETE FROM all_types WHERE id = 3",
+            "ALTER TABLE all_types REPLICA IDENTITY DEFAULT",
+        ],
+    ),
+    (
+        "items: insert, update, delete (tombstone), primary key change",
+        [
+            "INSERT INTO items (id, name, qty) VALUES (1, 'one', 1), (2, 'two', 2), (3, 'three', 3)",
+            "INSERT INTO items (id, name) VALUES (5, 'five default qty')",
+            "UPDATE items SET name = 'ONE', qty = 11 WHERE id = 1",
+            "DELETE FROM items WHERE id = 2",
+            "UPDATE items SET id = 30, name = 'thirty' WHERE id = 3",
+        ],
+    ),
+    (
+        "items_full (REPLICA IDENTITY FULL): insert, update, delete, primary key change",
+        [
+            "INSERT INTO items_full VALUES (1, 'a', 1), (2, 'b', NULL)",
+            "UPDATE items_full SET qty = 100 WHERE id = 1",
+            "DELETE FROM items_full WHERE id = 2",
+            "UPDATE items_full SET id = 10 WHERE id = 1",
+        ],
+    ),
+    (
+        "composite primary key: insert, update, delete",
+        [
+            "INSERT INTO composite_pk VALUES (1, 'x', 'v1'), (2, 'y', 'v2')",
+            "UPDATE composite_pk SET v = 'v1b' WHERE a = 1",
+            "DELETE FROM composite_pk WHERE a = 2",
+        ],
+    ),
+    (
+        "nopk (no primary key, REPLICA IDENTITY FULL): insert, update, delete",
+        [
+            "INSERT INTO nopk VALUES (1, 'x'), (2, NULL)",
+            "UPDATE nopk SET b = 'y' WHERE a = 1",
+            "DELETE FROM nopk WHERE a = 2",
+        ],
+    ),
+    (
+        "toasty: insert a >8 kB text, update another column (TOAST value unchanged), then update it",
+        [
+            "INSERT INTO toasty VALUES (1, 1, " + _big_text() + ")",
+            "UPDATE toasty SET small = 2 WHERE id = 1",
+            "UPDATE toasty SET big = 'short now', small = 3 WHERE id = 1",
+        ],
+    ),
+    (
+        "logical decoding messages: transactional and not",
+        [
+            "SELECT pg_logical_emit_message(false, 'tm-prefix', 'non-transactional content')",
+            "BEGIN",
+            "SELECT pg_logical_emit_message(true, 'tm-prefix', 'transactional content')",
+            "INSERT INTO items (id, name) VALUES (7, 'with message')",
+            "COMMIT",
+        ],
+    ),
+    (
+        "multi-statement transaction over three tables",
+        [
+            "BEGIN",
+            "INSERT INTO items (id, name, qty) VALUES (40, 'tx a', 1)",
+            "UPDATE items SET qty = 2 WHERE id = 40",
+            "INSERT INTO items_full VALUES (41, 'tx b', 1)",
+            "INSERT INTO composite_pk VALUES (42, 'tx', 'c')",
+            "DELETE FROM items WHERE id = 5",
+            "COMMIT",
+        ],
+    ),
+    ("truncate", ["INSERT INTO trunc_me VALUES (1, 'x'), (2, 'y')", "TRUNCATE trunc_me"]),
     ("last marker row", ["INSERT INTO items (id, name) VALUES (999, 'end')"]),
 ]
 
@@ -227,38 +260,62 @@ EXTRA_SCHEMA_SQL = [
 ZERO_FILL_STEP = "required columns without defaults, REPLICA IDENTITY DEFAULT: insert, delete"
 
 EXTRA_STEPS: list[tuple[str, list[str]]] = [
-    ("REPLICA IDENTITY NOTHING: inserts, truncate",
-     ["INSERT INTO ri_nothing VALUES (1, 'a'), (2, 'b')", "TRUNCATE ri_nothing"]),
-    ("REPLICA IDENTITY USING INDEX (with a primary key): insert, update, key-index change, delete",
-     ["INSERT INTO ri_index VALUES (1, 10, 'a'), (2, 20, 'b')",
-      "UPDATE ri_index SET v = 'a2' WHERE id = 1",
-      "UPDATE ri_index SET code = 11 WHERE id = 1",
-      "UPDATE ri_index SET id = 3 WHERE id = 2",
-      "DELETE FROM ri_index WHERE id = 1"]),
-    ("REPLICA IDENTITY USING INDEX (no primary key): insert, update, index change, delete",
-     ["INSERT INTO ri_index_nopk VALUES (1, 'x', 'a'), (2, 'y', 'b')",
-      "UPDATE ri_index_nopk SET v = 'a2' WHERE code = 1",
-      "UPDATE ri_index_nopk SET code = 5 WHERE code = 2",
-      "DELETE FROM ri_index_nopk WHERE code = 1"]),
-    (ZERO_FILL_STEP,
-     ["INSERT INTO nn_zero VALUES (1, 1.5, 2.5, 3.25, true, '2024-01-02', '2024-01-02 03:04:05', '\\x01', "
-      "'2024-01-02 03:04:05+00', '03:04:05', '03:04:05+02', 7.125, '1 day', 12.5, "
-      "'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '{}')",
-      "DELETE FROM nn_zero WHERE id = 1"]),
-    ("no primary key, REPLICA IDENTITY DEFAULT: inserts",
-     ["INSERT INTO nopk_default VALUES (1, 'x'), (2, NULL)"]),
-    ("relation change while streaming: ADD COLUMN, rows, DROP COLUMN, rows",
-     ["INSERT INTO evolving VALUES (1, 'before')",
-      "ALTER TABLE evolving ADD COLUMN extra integer NOT NULL DEFAULT 7, ADD COLUMN note varchar(5)",
-      "INSERT INTO evolving VALUES (2, 'added', 8, 'n')",
-      "UPDATE evolving SET v = 'upd' WHERE id = 1",
-      "ALTER TABLE evolving DROP COLUMN v",
-      "INSERT INTO evolving (id, extra) VALUES (3, 9)",
-      "DELETE FROM evolving WHERE id = 2"]),
-    ("temporal values with short fractions, early years, 24:00 (ISO/fixed-precision time modes)",
-     ["INSERT INTO all_types (c_time3, c_time, c_ts3, c_ts, c_date, c_timestamptz, c_timetz) VALUES "
-      "('10:00:00.12', '00:00:00.5', '2020-01-01 00:00:00.5', '0001-01-01 00:00:00.000010', '0001-01-01', "
-      "'2020-01-01 00:00:00.25+00', '10:00:00.5+00')"]),
+    (
+        "REPLICA IDENTITY NOTHING: inserts, truncate",
+        ["INSERT INTO ri_nothing VALUES (1, 'a'), (2, 'b')", "TRUNCATE ri_nothing"],
+    ),
+    (
+        "REPLICA IDENTITY USING INDEX (with a primary key): insert, update, key-index change, delete",
+        [
+            "INSERT INTO ri_index VALUES (1, 10, 'a'), (2, 20, 'b')",
+            "UPDATE ri_index SET v = 'a2' WHERE id = 1",
+            "UPDATE ri_index SET code = 11 WHERE id = 1",
+            "UPDATE ri_index SET id = 3 WHERE id = 2",
+            "DELETE FROM ri_index WHERE id = 1",
+        ],
+    ),
+    (
+        "REPLICA IDENTITY USING INDEX (no primary key): insert, update, index change, delete",
+        [
+            "INSERT INTO ri_index_nopk VALUES (1, 'x', 'a'), (2, 'y', 'b')",
+            "UPDATE ri_index_nopk SET v = 'a2' WHERE code = 1",
+            "UPDATE ri_index_nopk SET code = 5 WHERE code = 2",
+            "DELETE FROM ri_index_nopk WHERE code = 1",
+        ],
+    ),
+    (
+        ZERO_FILL_STEP,
+        [
+            "INSERT INTO nn_zero VALUES (1, 1.5, 2.5, 3.25, true, '2024-01-02', '2024-01-02 03:04:05', '\\x01', "
+            "'2024-01-02 03:04:05+00', '03:04:05', '03:04:05+02', 7.125, '1 day', 12.5, "
+            "'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '{}')",
+            "DELETE FROM nn_zero WHERE id = 1",
+        ],
+    ),
+    (
+        "no primary key, REPLICA IDENTITY DEFAULT: inserts",
+        ["INSERT INTO nopk_default VALUES (1, 'x'), (2, NULL)"],
+    ),
+    (
+        "relation change while streaming: ADD COLUMN, rows, DROP COLUMN, rows",
+        [
+            "INSERT INTO evolving VALUES (1, 'before')",
+            "ALTER TABLE evolving ADD COLUMN extra integer NOT NULL DEFAULT 7, ADD COLUMN note varchar(5)",
+            "INSERT INTO evolving VALUES (2, 'added', 8, 'n')",
+            "UPDATE evolving SET v = 'upd' WHERE id = 1",
+            "ALTER TABLE evolving DROP COLUMN v",
+            "INSERT INTO evolving (id, extra) VALUES (3, 9)",
+            "DELETE FROM evolving WHERE id = 2",
+        ],
+    ),
+    (
+        "temporal values with short fractions, early years, 24:00 (ISO/fixed-precision time modes)",
+        [
+            "INSERT INTO all_types (c_time3, c_time, c_ts3, c_ts, c_date, c_timestamptz, c_timetz) VALUES "
+            "('10:00:00.12', '00:00:00.5', '2020-01-01 00:00:00.5', '0001-01-01 00:00:00.000010', '0001-01-01', "
+            "'2020-01-01 00:00:00.25+00', '10:00:00.5+00')"
+        ],
+    ),
     ("last marker row", ["INSERT INTO items (id, name) VALUES (1000, 'end of extras')"]),
 ]
 
@@ -295,8 +352,11 @@ def create_slot(conn, name: str) -> str:
 def drop_slot(conn, name: str) -> None:
     conn.autocommit = True
     with conn.cursor() as cur:
-        cur.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-                    "WHERE slot_name = %s AND NOT active", (name,))
+        cur.execute(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+            "WHERE slot_name = %s AND NOT active",
+            (name,),
+        )
 
 
 def run_steps(conn, steps: list[tuple[str, list[str]]]) -> list[tuple[str, list[str]]]:
@@ -345,25 +405,33 @@ POSTGIS_SCHEMA_SQL = [
 ]
 
 POSTGIS_STEPS: list[tuple[str, list[str]]] = [
-    ("geometry/geography: points, linestrings, polygons, with and without SRID, NULL",
-     ["INSERT INTO geo VALUES (1, 'POINT(1 2)', 'SRID=4326;POINT(13.4 52.5)', 'LINESTRING(0 0, 1 1, 2 1)', "
-      "'POINT(-71.06 42.36)', 'POLYGON((0 0, 1 0, 1 1, 0 1, 0 0))', "
-      "ARRAY['POINT(1 1)'::geometry, 'SRID=3857;POINT(2 2)'::geometry], 'all set')",
-      "INSERT INTO geo VALUES (2, 'SRID=3857;POLYGON((0 0, 10 0, 10 10, 0 10, 0 0), (2 2, 3 2, 3 3, 2 2))', "
-      "NULL, NULL, 'SRID=4326;LINESTRING(-122.33 47.61, -122.42 37.77)', NULL, NULL, 'polygon with hole')",
-      "INSERT INTO geo VALUES (3, 'POINT Z(1 2 3)', NULL, 'LINESTRING EMPTY', 'MULTIPOINT((0 0), (1 1))', "
-      "NULL, '{}', 'z, empty, multi')",
-      "INSERT INTO geo (id, note) VALUES (4, 'all null')",
-      "INSERT INTO geo VALUES (5, 'GEOMETRYCOLLECTION(POINT(1 1), LINESTRING(0 0, 1 1))', "
-      "'SRID=4326;POINT(0 0)', NULL, NULL, NULL, NULL, 'collection')",
-      "UPDATE geo SET g = 'SRID=4326;POINT(9 9)', note = 'moved' WHERE id = 1",
-      "DELETE FROM geo WHERE id = 2"]),
-    ("a TOASTed geometry left unchanged by an update",
-     ["ALTER TABLE geo_toast ALTER COLUMN shape SET STORAGE EXTERNAL",
-      "INSERT INTO geo_toast SELECT 1, ST_MakeLine(array_agg(ST_MakePoint(i, i * 2) ORDER BY i)), 1 "
-      "FROM generate_series(1, 600) AS i",
-      "UPDATE geo_toast SET n = 2 WHERE id = 1",
-      "UPDATE geo_toast SET shape = 'POINT(0 0)', n = 3 WHERE id = 1"]),
+    (
+        "geometry/geography: points, linestrings, polygons, with and without SRID, NULL",
+        [
+            "INSERT INTO geo VALUES (1, 'POINT(1 2)', 'SRID=4326;POINT(13.4 52.5)', 'LINESTRING(0 0, 1 1, 2 1)', "
+            "'POINT(-71.06 42.36)', 'POLYGON((0 0, 1 0, 1 1, 0 1, 0 0))', "
+            "ARRAY['POINT(1 1)'::geometry, 'SRID=3857;POINT(2 2)'::geometry], 'all set')",
+            "INSERT INTO geo VALUES (2, 'SRID=3857;POLYGON((0 0, 10 0, 10 10, 0 10, 0 0), (2 2, 3 2, 3 3, 2 2))', "
+            "NULL, NULL, 'SRID=4326;LINESTRING(-122.33 47.61, -122.42 37.77)', NULL, NULL, 'polygon with hole')",
+            "INSERT INTO geo VALUES (3, 'POINT Z(1 2 3)', NULL, 'LINESTRING EMPTY', 'MULTIPOINT((0 0), (1 1))', "
+            "NULL, '{}', 'z, empty, multi')",
+            "INSERT INTO geo (id, note) VALUES (4, 'all null')",
+            "INSERT INTO geo VALUES (5, 'GEOMETRYCOLLECTION(POINT(1 1), LINESTRING(0 0, 1 1))', "
+            "'SRID=4326;POINT(0 0)', NULL, NULL, NULL, NULL, 'collection')",
+            "UPDATE geo SET g = 'SRID=4326;POINT(9 9)', note = 'moved' WHERE id = 1",
+            "DELETE FROM geo WHERE id = 2",
+        ],
+    ),
+    (
+        "a TOASTed geometry left unchanged by an update",
+        [
+            "ALTER TABLE geo_toast ALTER COLUMN shape SET STORAGE EXTERNAL",
+            "INSERT INTO geo_toast SELECT 1, ST_MakeLine(array_agg(ST_MakePoint(i, i * 2) ORDER BY i)), 1 "
+            "FROM generate_series(1, 600) AS i",
+            "UPDATE geo_toast SET n = 2 WHERE id = 1",
+            "UPDATE geo_toast SET shape = 'POINT(0 0)', n = 3 WHERE id = 1",
+        ],
+    ),
     ("last marker row", ["INSERT INTO geo (id, note) VALUES (999, 'end')"]),
 ]
 
@@ -385,20 +453,24 @@ SKIP_PROPS = {
 }
 
 SKIP_STEPS: list[tuple[str, list[str]]] = [
-    ("updates that change captured columns, and updates that do not",
-     ["INSERT INTO sk_full VALUES (1, 'x1', 'i1', 'aaa', 'abc', " + _big_text() + ")",
-      "UPDATE sk_full SET ign = 'i2' WHERE id = 1",
-      "UPDATE sk_full SET x = 'x2' WHERE id = 1",
-      "UPDATE sk_full SET x = x WHERE id = 1",
-      "UPDATE sk_full SET m = 'bbb' WHERE id = 1",
-      "UPDATE sk_full SET tr = 'abd' WHERE id = 1",
-      "UPDATE sk_full SET big = 'small now', ign = 'i3' WHERE id = 1",
-      "UPDATE sk_full SET ign = 'i4' WHERE id = 1",
-      "INSERT INTO sk_default VALUES (1, 'x', 'i')",
-      "UPDATE sk_default SET ign = 'i2' WHERE id = 1",
-      "UPDATE sk_default SET x = x WHERE id = 1",
-      "UPDATE sk_full SET id = 2, ign = 'i5' WHERE id = 1",
-      "DELETE FROM sk_default WHERE id = 1"]),
+    (
+        "updates that change captured columns, and updates that do not",
+        [
+            "INSERT INTO sk_full VALUES (1, 'x1', 'i1', 'aaa', 'abc', " + _big_text() + ")",
+            "UPDATE sk_full SET ign = 'i2' WHERE id = 1",
+            "UPDATE sk_full SET x = 'x2' WHERE id = 1",
+            "UPDATE sk_full SET x = x WHERE id = 1",
+            "UPDATE sk_full SET m = 'bbb' WHERE id = 1",
+            "UPDATE sk_full SET tr = 'abd' WHERE id = 1",
+            "UPDATE sk_full SET big = 'small now', ign = 'i3' WHERE id = 1",
+            "UPDATE sk_full SET ign = 'i4' WHERE id = 1",
+            "INSERT INTO sk_default VALUES (1, 'x', 'i')",
+            "UPDATE sk_default SET ign = 'i2' WHERE id = 1",
+            "UPDATE sk_default SET x = x WHERE id = 1",
+            "UPDATE sk_full SET id = 2, ign = 'i5' WHERE id = 1",
+            "DELETE FROM sk_default WHERE id = 1",
+        ],
+    ),
     ("last marker row", ["INSERT INTO sk_default VALUES (999, 'end', 'end')"]),
 ]
 
@@ -412,12 +484,16 @@ NAMES_SCHEMA_SQL = [
 ]
 
 NAMES_STEPS: list[tuple[str, list[str]]] = [
-    ("rows in tables with names Avro does not allow",
-     ['INSERT INTO "odd-name" VALUES (1, \'ab\', \'u\', \'xy\', \'hé\', \'ok\')',
-      'UPDATE "odd-name" SET "a-b" = \'changed\' WHERE "1st" = 1',
-      'INSERT INTO "9lives" VALUES (1, \'s\')',
-      'DELETE FROM "odd-name" WHERE "1st" = 1']),
-    ("last marker row", ['INSERT INTO "9lives" VALUES (999, \'end\')']),
+    (
+        "rows in tables with names Avro does not allow",
+        [
+            "INSERT INTO \"odd-name\" VALUES (1, 'ab', 'u', 'xy', 'hé', 'ok')",
+            'UPDATE "odd-name" SET "a-b" = \'changed\' WHERE "1st" = 1',
+            "INSERT INTO \"9lives\" VALUES (1, 's')",
+            'DELETE FROM "odd-name" WHERE "1st" = 1',
+        ],
+    ),
+    ("last marker row", ["INSERT INTO \"9lives\" VALUES (999, 'end')"]),
 ]
 
 
@@ -431,11 +507,15 @@ PARTITION_SCHEMA_SQL = [
 ]
 
 PARTITION_STEPS: list[tuple[str, list[str]]] = [
-    ("rows in two partitions, an update in place, a move between partitions, a delete",
-     ["INSERT INTO meas VALUES (1, 'a', 10), (2, 'b', 20)",
-      "UPDATE meas SET v = 11 WHERE id = 1",
-      "UPDATE meas SET city = 'b' WHERE id = 1",
-      "DELETE FROM meas WHERE id = 2"]),
+    (
+        "rows in two partitions, an update in place, a move between partitions, a delete",
+        [
+            "INSERT INTO meas VALUES (1, 'a', 10), (2, 'b', 20)",
+            "UPDATE meas SET v = 11 WHERE id = 1",
+            "UPDATE meas SET city = 'b' WHERE id = 1",
+            "DELETE FROM meas WHERE id = 2",
+        ],
+    ),
     ("last marker row", ["INSERT INTO plain VALUES (999)"]),
 ]
 
@@ -459,11 +539,15 @@ UNKNOWN_SCHEMA_SQL = [
 ]
 
 UNKNOWN_STEPS: list[tuple[str, list[str]]] = [
-    ("composite and multirange columns: insert, update, delete, nulls",
-     ["INSERT INTO odd_types VALUES (1, ROW(1, 'x'), ARRAY[ROW(2, 'y')::pair], ROW(3, 'z'), "
-      "'{[1,3), [5,7)}', '{[2024-01-01,2024-02-01)}', '{[1.5,2.5]}', 't')",
-      "INSERT INTO odd_types (id, c_text) VALUES (2, 'nulls')",
-      "UPDATE odd_types SET c_pair = ROW(9, 'q'), c_text = 'u' WHERE id = 1",
-      "DELETE FROM odd_types WHERE id = 2"]),
+    (
+        "composite and multirange columns: insert, update, delete, nulls",
+        [
+            "INSERT INTO odd_types VALUES (1, ROW(1, 'x'), ARRAY[ROW(2, 'y')::pair], ROW(3, 'z'), "
+            "'{[1,3), [5,7)}', '{[2024-01-01,2024-02-01)}', '{[1.5,2.5]}', 't')",
+            "INSERT INTO odd_types (id, c_text) VALUES (2, 'nulls')",
+            "UPDATE odd_types SET c_pair = ROW(9, 'q'), c_text = 'u' WHERE id = 1",
+            "DELETE FROM odd_types WHERE id = 2",
+        ],
+    ),
     ("last marker row", ["INSERT INTO plain VALUES (999)"]),
 ]

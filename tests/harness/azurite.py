@@ -44,18 +44,37 @@ class Azurite:
 
     def storage_options(self, key: str = KEY) -> dict[str, str]:
         """delta-rs storage options for this account (`key`: the account key to sign with)."""
-        return {"azure_storage_account_name": ACCOUNT, "azure_storage_account_key": key,
-                "azure_storage_endpoint": self.endpoint, "allow_http": "true", "max_retries": "2"}
+        return {
+            "azure_storage_account_name": ACCOUNT,
+            "azure_storage_account_key": key,
+            "azure_storage_endpoint": self.endpoint,
+            "allow_http": "true",
+            "max_retries": "2",
+        }
 
     def start(self) -> None:
         if not BIN.exists():
             raise HarnessError(f"{BIN} is missing: run .ci/setup (it installs Azurite with npm)")
-        cmd = [str(BIN), "--silent", "--location", str(self.base / "data"), "--blobHost", "127.0.0.1",
-               "--blobPort", str(self.port), "--skipApiVersionCheck", "--loose"]
+        cmd = [
+            str(BIN),
+            "--silent",
+            "--location",
+            str(self.base / "data"),
+            "--blobHost",
+            "127.0.0.1",
+            "--blobPort",
+            str(self.port),
+            "--skipApiVersionCheck",
+            "--loose",
+        ]
         self._proc = popen_logged(cmd, self.logfile, cwd=self.base)
         (self.base / "azurite.pid").write_text(str(self._proc.pid))
-        wait_until(lambda: self._alive() and port_open(self.port), 60, f"Azurite on port {self.port}",
-                   on_timeout=lambda: tail(self.logfile))
+        wait_until(
+            lambda: self._alive() and port_open(self.port),
+            60,
+            f"Azurite on port {self.port}",
+            on_timeout=lambda: tail(self.logfile),
+        )
 
     def _alive(self) -> bool:
         if self._proc is not None and self._proc.poll() is not None:
@@ -65,8 +84,12 @@ class Azurite:
     def create_container(self, name: str) -> str:
         from pyarrow import fs
 
-        store = fs.AzureFileSystem(account_name=ACCOUNT, account_key=KEY, blob_storage_authority=f"127.0.0.1:{self.port}",
-                                   blob_storage_scheme="http")
+        store = fs.AzureFileSystem(
+            account_name=ACCOUNT,
+            account_key=KEY,
+            blob_storage_authority=f"127.0.0.1:{self.port}",
+            blob_storage_scheme="http",
+        )
         store.create_dir(name)
         return name
 

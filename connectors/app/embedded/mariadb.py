@@ -59,10 +59,14 @@ START_TIMEOUT = 60.0
 
 def _find(name: str, *fallbacks: str) -> str:
     for cand in (name, *fallbacks):
-        path = shutil.which(cand) or next((p for p in (f"/usr/sbin/{cand}", f"/usr/bin/{cand}") if os.path.exists(p)), None)
+        path = shutil.which(cand) or next(
+            (p for p in (f"/usr/sbin/{cand}", f"/usr/bin/{cand}") if os.path.exists(p)), None
+        )
         if path:
             return path
-    raise HarnessError(f"{name} not found; install MariaDB with `apt-get install -y mariadb-server` (or run .ci/setup)")
+    raise HarnessError(
+        f"{name} not found; install MariaDB with `apt-get install -y mariadb-server` (or run .ci/setup)"
+    )
 
 
 def _option(key: str, value: Any) -> str | None:
@@ -132,9 +136,16 @@ class MariaDbServer:
         for attempt in range(3):
             log_size = self.logfile.stat().st_size if self.logfile.exists() else 0
             env = {**os.environ, "TZ": "UTC"}
-            self._proc = popen_logged(self._command(), self.base_dir / "mariadbd.out", env=env, cwd=self.base_dir)
+            self._proc = popen_logged(
+                self._command(), self.base_dir / "mariadbd.out", env=env, cwd=self.base_dir
+            )
             try:
-                wait_until(self._ready, START_TIMEOUT, f"MariaDB on port {self.port}", on_timeout=lambda: tail(self.logfile))
+                wait_until(
+                    self._ready,
+                    START_TIMEOUT,
+                    f"MariaDB on port {self.port}",
+                    on_timeout=lambda: tail(self.logfile),
+                )
                 break
             except HarnessError as exc:
                 new_log = self.logfile.read_text(errors="replace")[log_size:] if self.logfile.exists() else ""
@@ -297,4 +308,3 @@ def start_mariadb(tmp_path: Path | None = None, **settings: Any) -> MariaDbServe
         raise
     server.setup_seconds = time.monotonic() - t0
     return server
-

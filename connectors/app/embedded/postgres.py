@@ -162,7 +162,12 @@ class PgServer:
             cmd = self._as_pg(str(self.bindir / "postgres"), "-D", str(self.datadir), "-p", str(self.port))
             self._proc = popen_logged(cmd, self.logfile, cwd=self.base_dir)
             try:
-                wait_until(self._ready, START_TIMEOUT, f"PostgreSQL on port {self.port}", on_timeout=lambda: tail(self.logfile))
+                wait_until(
+                    self._ready,
+                    START_TIMEOUT,
+                    f"PostgreSQL on port {self.port}",
+                    on_timeout=lambda: tail(self.logfile),
+                )
                 break
             except HarnessError as exc:
                 new_log = self.logfile.read_text(errors="replace")[log_size:] if self.logfile.exists() else ""
@@ -193,7 +198,11 @@ class PgServer:
 
     def _socket_conn(self, dbname: str = "postgres") -> psycopg2.extensions.connection:
         conn = psycopg2.connect(
-            host=str(self.socket_dir), port=self.port, user=self.bootstrap_user, dbname=dbname, connect_timeout=5
+            host=str(self.socket_dir),
+            port=self.port,
+            user=self.bootstrap_user,
+            dbname=dbname,
+            connect_timeout=5,
         )
         conn.autocommit = True
         return conn
@@ -322,8 +331,10 @@ class PgServer:
 
     def drop_database(self, name: str) -> None:
         """Drop a database, first dropping its replication slots and ending its sessions."""
-        for (slot, active_pid) in self.query(
-            "SELECT slot_name, active_pid FROM pg_replication_slots WHERE database = %s", (name,), dbname="postgres"
+        for slot, active_pid in self.query(
+            "SELECT slot_name, active_pid FROM pg_replication_slots WHERE database = %s",
+            (name,),
+            dbname="postgres",
         ):
             if active_pid:
                 self.execute("SELECT pg_terminate_backend(%s)", (active_pid,), dbname="postgres")
@@ -334,7 +345,9 @@ class PgServer:
         """Drop a replication slot if it exists, waiting for its walsender to let go."""
 
         def attempt() -> bool:
-            rows = self.query("SELECT active_pid FROM pg_replication_slots WHERE slot_name = %s", (slot,), dbname="postgres")
+            rows = self.query(
+                "SELECT active_pid FROM pg_replication_slots WHERE slot_name = %s", (slot,), dbname="postgres"
+            )
             if not rows:
                 return True
             if rows[0][0]:

@@ -98,10 +98,18 @@ def tail(path: Path, lines: int = 40) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def run(cmd: Sequence[str], *, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 120) -> str:
+def run(
+    cmd: Sequence[str], *, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 120
+) -> str:
     """Run a command, returning stdout; raise HarnessError with its output on failure."""
     proc = subprocess.run(
-        list(cmd), cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout
+        list(cmd),
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=timeout,
     )
     if proc.returncode != 0:
         raise HarnessError(f"command failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stdout[-4000:]}")
@@ -117,7 +125,11 @@ def make_server_dir(kind: str, parent: Path | None, traversable_by: int | None =
     temp directory is used.
     """
     base = Path(tempfile.gettempdir())
-    if parent is not None and len(str(parent)) <= 60 and (traversable_by is None or _traversable(parent, traversable_by)):
+    if (
+        parent is not None
+        and len(str(parent)) <= 60
+        and (traversable_by is None or _traversable(parent, traversable_by))
+    ):
         base = parent
     base.mkdir(parents=True, exist_ok=True)
     path = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{kind}-", dir=base))
@@ -221,8 +233,9 @@ def remove_dir(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def reap_stale(pid_files: Sequence[str] = ("data/postmaster.pid", "mysqld.pid", "tansu.pid", "azurite.pid"),
-               ) -> list[Path]:
+def reap_stale(
+    pid_files: Sequence[str] = ("data/postmaster.pid", "mysqld.pid", "tansu.pid", "azurite.pid"),
+) -> list[Path]:
     """Kill servers and remove directories left behind by test sessions that died (SIGKILL, OOM).
 
     Only directories whose owner pid is gone are touched, and a process is killed only if its
@@ -281,9 +294,17 @@ def unique_server_id() -> int:
                 return sid
 
 
-def popen_logged(cmd: Sequence[str], log: Path, env: dict[str, str] | None = None, **kw: Any) -> subprocess.Popen:
+def popen_logged(
+    cmd: Sequence[str], log: Path, env: dict[str, str] | None = None, **kw: Any
+) -> subprocess.Popen:
     """Start a long-running server in its own session (so it can be killed as a group) logging to ``log``."""
     with open(log, "ab") as fh:
         return subprocess.Popen(
-            list(cmd), stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, env=env, **kw
+            list(cmd),
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env=env,
+            **kw,
         )

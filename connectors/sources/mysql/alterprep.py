@@ -27,16 +27,32 @@ from sqlglot.errors import TokenError
 from sqlglot.tokens import Token, TokenType
 
 # First word(s) of actions that change neither columns nor keys.
-_NO_EFFECT_FIRST = frozenset({"ANALYZE", "CHECK", "OPTIMIZE", "REBUILD", "REPAIR", "TRUNCATE", "COALESCE",
-                              "REORGANIZE", "EXCHANGE", "DISCARD", "IMPORT", "DISABLE", "ENABLE", "REMOVE"})
+_NO_EFFECT_FIRST = frozenset(
+    {
+        "ANALYZE",
+        "CHECK",
+        "OPTIMIZE",
+        "REBUILD",
+        "REPAIR",
+        "TRUNCATE",
+        "COALESCE",
+        "REORGANIZE",
+        "EXCHANGE",
+        "DISCARD",
+        "IMPORT",
+        "DISABLE",
+        "ENABLE",
+        "REMOVE",
+    }
+)
 
 
 @dataclass
 class AlterParts:
-    head: str                      # "ALTER TABLE <name>"
-    actions: list[str]             # rewritten actions, in order
+    head: str  # "ALTER TABLE <name>"
+    actions: list[str]  # rewritten actions, in order
     convert: tuple[str | None, str | None] | None = None  # (charset, collation) of CONVERT TO
-    if_exists: set[str] = field(default_factory=set)      # lower-case columns of MODIFY/CHANGE IF EXISTS
+    if_exists: set[str] = field(default_factory=set)  # lower-case columns of MODIFY/CHANGE IF EXISTS
 
     @property
     def sql(self) -> str:
@@ -78,13 +94,13 @@ def split_alter(sql: str) -> AlterParts | None:
     if i >= len(words) or words[i] != "TABLE":
         return None
     i += 1
-    if words[i:i + 2] == ["IF", "EXISTS"]:
+    if words[i : i + 2] == ["IF", "EXISTS"]:
         i += 2
     name_start = i
     i += 1
     while i + 1 < len(toks) and toks[i].token_type == TokenType.DOT:
         i += 2
-    head = "ALTER TABLE " + sql[toks[name_start].start:toks[i - 1].end + 1]
+    head = "ALTER TABLE " + sql[toks[name_start].start : toks[i - 1].end + 1]
     if i < len(words) and words[i] == "NOWAIT":
         i += 1
     elif i + 1 < len(words) and words[i] == "WAIT":
@@ -96,14 +112,17 @@ def split_alter(sql: str) -> AlterParts | None:
 
 
 def _text(sql: str, run: list[Token]) -> str:
-    return sql[run[0].start:run[-1].end + 1]
+    return sql[run[0].start : run[-1].end + 1]
 
 
 def _action(sql: str, run: list[Token], parts: AlterParts) -> None:
     w = [_word(t) for t in run]
-    if w[0] in _NO_EFFECT_FIRST or w[0].startswith("PARTITION") \
-            or (w[0] in ("ADD", "DROP") and w[1:2] == ["PARTITION"]) \
-            or (w[0] == "ADD" and ("CHECK" in w[1:4])):
+    if (
+        w[0] in _NO_EFFECT_FIRST
+        or w[0].startswith("PARTITION")
+        or (w[0] in ("ADD", "DROP") and w[1:2] == ["PARTITION"])
+        or (w[0] == "ADD" and ("CHECK" in w[1:4]))
+    ):
         return
     if w[:2] == ["CONVERT", "TO"]:
         j = 4 if w[2:4] == ["CHARACTER", "SET"] else 3
@@ -120,21 +139,25 @@ def _action(sql: str, run: list[Token], parts: AlterParts) -> None:
         j = 1
         if j < len(w) and w[j] == "COLUMN":
             j += 1
-        if w[j:j + 3] == ["IF", "NOT", "EXISTS"]:
+        if w[j : j + 3] == ["IF", "NOT", "EXISTS"]:
             j += 3
-        if j < len(run) and run[j].token_type == TokenType.L_PAREN and run[-1].token_type == TokenType.R_PAREN:
+        if (
+            j < len(run)
+            and run[j].token_type == TokenType.L_PAREN
+            and run[-1].token_type == TokenType.R_PAREN
+        ):
             exists = "IF NOT EXISTS " if j > 1 and w[j - 1] == "EXISTS" else ""
-            for col in _split_top(run[j + 1:-1]):
+            for col in _split_top(run[j + 1 : -1]):
                 parts.actions.append(f"ADD COLUMN {exists}{_text(sql, col)}")
             return
-        k = next((k for k in range(2, len(w) - 2) if w[k:k + 3] == ["IF", "NOT", "EXISTS"]), None)
+        k = next((k for k in range(2, len(w) - 2) if w[k : k + 3] == ["IF", "NOT", "EXISTS"]), None)
         if w[1] != "COLUMN" and k is not None:  # MariaDB ADD INDEX|KEY|CONSTRAINT ... IF NOT EXISTS
-            parts.actions.append(f"{_text(sql, run[:k])} {_text(sql, run[k + 3:])}")
+            parts.actions.append(f"{_text(sql, run[:k])} {_text(sql, run[k + 3 :])}")
             return
     if w[0] in ("MODIFY", "CHANGE"):
         j = 2 if w[1:2] == ["COLUMN"] else 1
-        if w[j:j + 2] == ["IF", "EXISTS"]:
-            rest = run[j + 2:]
+        if w[j : j + 2] == ["IF", "EXISTS"]:
+            rest = run[j + 2 :]
             if rest:
                 parts.if_exists.add(rest[0].text.strip("`").lower())
             parts.actions.append(f"{w[0]} COLUMN {_text(sql, rest)}")

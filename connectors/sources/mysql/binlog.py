@@ -58,7 +58,15 @@ T_DECIMAL, T_TINY, T_SHORT, T_LONG, T_FLOAT, T_DOUBLE, T_NULL, T_TIMESTAMP = 0, 
 T_LONGLONG, T_INT24, T_DATE, T_TIME, T_DATETIME, T_YEAR, T_NEWDATE, T_VARCHAR = 8, 9, 10, 11, 12, 13, 14, 15
 T_BIT, T_TIMESTAMP2, T_DATETIME2, T_TIME2 = 16, 17, 18, 19
 T_VECTOR, T_JSON, T_NEWDECIMAL, T_ENUM, T_SET = 242, 245, 246, 247, 248
-T_TINY_BLOB, T_MEDIUM_BLOB, T_LONG_BLOB, T_BLOB, T_VAR_STRING, T_STRING, T_GEOMETRY = 249, 250, 251, 252, 253, 254, 255
+T_TINY_BLOB, T_MEDIUM_BLOB, T_LONG_BLOB, T_BLOB, T_VAR_STRING, T_STRING, T_GEOMETRY = (
+    249,
+    250,
+    251,
+    252,
+    253,
+    254,
+    255,
+)
 
 _HEADER = struct.Struct("<IBIIIH")
 _MARIA_GTID = struct.Struct("<QIB").unpack_from
@@ -87,14 +95,14 @@ def parse_table_map(body: bytes) -> TableMap:
     table_id = int.from_bytes(body[0:6], "little")
     p = 8
     n = body[p]
-    db = body[p + 1:p + 1 + n].decode("utf-8")
+    db = body[p + 1 : p + 1 + n].decode("utf-8")
     p += n + 2
     n = body[p]
-    table = body[p + 1:p + 1 + n].decode("utf-8")
+    table = body[p + 1 : p + 1 + n].decode("utf-8")
     p += n + 2
     start = p
     ncols, p = _lenenc(body, p)
-    types = body[p:p + ncols]
+    types = body[p : p + ncols]
     p += ncols
     _mlen, p = _lenenc(body, p)
     metas = []
@@ -120,8 +128,8 @@ def _lenenc(buf: bytes, p: int) -> tuple[int, int]:
     if b == 252:
         return buf[p + 1] | buf[p + 2] << 8, p + 3
     if b == 253:
-        return int.from_bytes(buf[p + 1:p + 4], "little"), p + 4
-    return int.from_bytes(buf[p + 1:p + 9], "little"), p + 9
+        return int.from_bytes(buf[p + 1 : p + 4], "little"), p + 4
+    return int.from_bytes(buf[p + 1 : p + 9], "little"), p + 9
 
 
 # --------------------------------------------------------------------------- column decoders
@@ -134,12 +142,14 @@ def _fixed(fmt: str) -> Decoder:
 
     def dec(buf: bytes, off: int) -> tuple[Any, int]:
         return unpack(buf, off)[0], off + size
+
     return dec
 
 
 def _int24(signed: bool) -> Decoder:
     def dec(buf: bytes, off: int) -> tuple[Any, int]:
-        return int.from_bytes(buf[off:off + 3], "little", signed=signed), off + 3
+        return int.from_bytes(buf[off : off + 3], "little", signed=signed), off + 3
+
     return dec
 
 
@@ -147,37 +157,45 @@ def _lenbytes(nlen: int, view: bool = False) -> Decoder:
     """Length-prefixed bytes; with `view`, a value of _VIEW_MIN bytes or more (a MEDIUM/LONG
     BLOB or TEXT) is a memoryview of the packet instead of a copy."""
     if nlen == 1:
+
         def dec1(buf: bytes, off: int) -> tuple[Any, int]:
             n = buf[off]
             off += 1
-            return buf[off:off + n], off + n
+            return buf[off : off + n], off + n
+
         return dec1
     if nlen == 2:
+
         def dec2(buf: bytes, off: int) -> tuple[Any, int]:
             n = buf[off] | buf[off + 1] << 8
             off += 2
-            return buf[off:off + n], off + n
+            return buf[off : off + n], off + n
+
         return dec2
 
     if view:
+
         def decn_view(buf: bytes, off: int) -> tuple[Any, int]:
-            n = int.from_bytes(buf[off:off + nlen], "little")
+            n = int.from_bytes(buf[off : off + nlen], "little")
             off += nlen
             if n >= _VIEW_MIN:  # a large value is not copied out of the packet
-                return memoryview(buf)[off:off + n], off + n
-            return buf[off:off + n], off + n
+                return memoryview(buf)[off : off + n], off + n
+            return buf[off : off + n], off + n
+
         return decn_view
 
     def decn(buf: bytes, off: int) -> tuple[Any, int]:
-        n = int.from_bytes(buf[off:off + nlen], "little")
+        n = int.from_bytes(buf[off : off + nlen], "little")
         off += nlen
-        return buf[off:off + n], off + n
+        return buf[off : off + n], off + n
+
     return decn
 
 
 def _uint_le(size: int) -> Decoder:
     def dec(buf: bytes, off: int) -> tuple[Any, int]:
-        return int.from_bytes(buf[off:off + size], "little"), off + size
+        return int.from_bytes(buf[off : off + size], "little"), off + size
+
     return dec
 
 
@@ -190,7 +208,7 @@ def _frac(buf: bytes, off: int, fsp: int) -> int:
     n = (fsp + 1) // 2
     if not n:
         return 0
-    v = int.from_bytes(buf[off:off + n], "big")
+    v = int.from_bytes(buf[off : off + n], "big")
     return v * (10_000 if n == 1 else 100 if n == 2 else 1)
 
 
@@ -198,7 +216,7 @@ def _datetime2(fsp: int) -> Decoder:
     size = 5 + _fsp_bytes(fsp)
 
     def dec(buf: bytes, off: int) -> tuple[Any, int]:
-        v = int.from_bytes(buf[off:off + 5], "big") - 0x8000000000
+        v = int.from_bytes(buf[off : off + 5], "big") - 0x8000000000
         ymd, hms = v >> 17, v & 0x1FFFF
         ym = ymd >> 5
         y, mo, d = ym // 13, ym % 13, ymd & 31
@@ -209,6 +227,7 @@ def _datetime2(fsp: int) -> Decoder:
         except ValueError:
             val = ZERO
         return val, off + size
+
     return dec
 
 
@@ -216,11 +235,12 @@ def _timestamp2(fsp: int) -> Decoder:
     size = 4 + _fsp_bytes(fsp)
 
     def dec(buf: bytes, off: int) -> tuple[Any, int]:
-        sec = int.from_bytes(buf[off:off + 4], "big")
+        sec = int.from_bytes(buf[off : off + 4], "big")
         us = _frac(buf, off + 4, fsp)
         if not sec and not us:
             return ZERO, off + size
         return _EPOCH + dt.timedelta(0, sec, us), off + size
+
     return dec
 
 
@@ -231,13 +251,13 @@ def _time2(fsp: int) -> Decoder:
     def dec(buf: bytes, off: int) -> tuple[Any, int]:
         # my_time_packed_from_binary: sign-offset integer part, signed fractional part.
         if nfrac == 3:
-            packed = int.from_bytes(buf[off:off + 6], "big") - 0x800000000000
+            packed = int.from_bytes(buf[off : off + 6], "big") - 0x800000000000
         else:
-            ip = int.from_bytes(buf[off:off + 3], "big") - 0x800000
+            ip = int.from_bytes(buf[off : off + 3], "big") - 0x800000
             if nfrac == 0:
                 packed = ip << 24
             else:
-                frac = int.from_bytes(buf[off + 3:off + 3 + nfrac], "big")
+                frac = int.from_bytes(buf[off + 3 : off + 3 + nfrac], "big")
                 if ip < 0 and frac:
                     ip += 1
                     frac -= 0x100 if nfrac == 1 else 0x10000
@@ -247,6 +267,7 @@ def _time2(fsp: int) -> Decoder:
         ip, us = a >> 24, a % (1 << 24)
         total = (((ip >> 12) & 0x3FF) * 3600 + ((ip >> 6) & 63) * 60 + (ip & 63)) * 1_000_000 + us
         return dt.timedelta(microseconds=-total if neg else total), off + size
+
     return dec
 
 
@@ -262,7 +283,7 @@ def _date(buf: bytes, off: int) -> tuple[Any, int]:
 
 
 def _old_time(buf: bytes, off: int) -> tuple[Any, int]:
-    v = int.from_bytes(buf[off:off + 3], "little", signed=True)
+    v = int.from_bytes(buf[off : off + 3], "little", signed=True)
     neg = v < 0
     v = abs(v)
     td = dt.timedelta(hours=v // 10000, minutes=(v % 10000) // 100, seconds=v % 100)
@@ -270,7 +291,7 @@ def _old_time(buf: bytes, off: int) -> tuple[Any, int]:
 
 
 def _old_datetime(buf: bytes, off: int) -> tuple[Any, int]:
-    v = int.from_bytes(buf[off:off + 8], "little")
+    v = int.from_bytes(buf[off : off + 8], "little")
     d, t = divmod(v, 1_000_000)
     y, mo, day = d // 10000, (d % 10000) // 100, d % 100
     if not (y and mo and day):
@@ -282,7 +303,7 @@ def _old_datetime(buf: bytes, off: int) -> tuple[Any, int]:
 
 
 def _old_timestamp(buf: bytes, off: int) -> tuple[Any, int]:
-    sec = int.from_bytes(buf[off:off + 4], "little")
+    sec = int.from_bytes(buf[off : off + 4], "little")
     return (ZERO if not sec else _EPOCH + dt.timedelta(seconds=sec)), off + 4
 
 
@@ -296,6 +317,7 @@ def _newdecimal(meta: int) -> Decoder:
 
     def dec(buf: bytes, off: int) -> tuple[Any, int]:
         return BinlogDecimal(read(buf, off), scale), off + size
+
     return dec
 
 
@@ -306,6 +328,7 @@ def _json(meta: int) -> Decoder:
     def dec(buf: bytes, off: int) -> tuple[Any, int]:
         v, off = raw(buf, off)
         return render(v), off
+
     return dec
 
 
@@ -344,7 +367,8 @@ def column_decoder(ftype: int, meta: int, unsigned: bool) -> Decoder:
         nbytes = ((meta & 0xFF) * 8 + (meta >> 8) + 7) // 8
 
         def bit(buf: bytes, off: int) -> tuple[Any, int]:
-            return buf[off:off + nbytes], off + nbytes
+            return buf[off : off + nbytes], off + nbytes
+
         return bit
     if ftype == T_DATETIME2:
         return _datetime2(meta)
@@ -368,8 +392,13 @@ def column_decoder(ftype: int, meta: int, unsigned: bool) -> Decoder:
 
 
 RowReader = Callable[[bytes, int, tuple[int, ...]], tuple[list[Any], int]]
-_STRUCTS = {T_SHORT: ("<h", "<H", 2), T_LONG: ("<i", "<I", 4), T_LONGLONG: ("<q", "<Q", 8),
-            T_FLOAT: ("<f", "<f", 4), T_DOUBLE: ("<d", "<d", 8)}
+_STRUCTS = {
+    T_SHORT: ("<h", "<H", 2),
+    T_LONG: ("<i", "<I", 4),
+    T_LONGLONG: ("<q", "<Q", 8),
+    T_FLOAT: ("<f", "<f", 4),
+    T_DOUBLE: ("<d", "<d", 8),
+}
 
 
 def _inline(i: int, ftype: int, meta: int, unsigned: bool, env: dict[str, Any]) -> list[str]:
@@ -399,8 +428,12 @@ def _inline(i: int, ftype: int, meta: int, unsigned: bool, env: dict[str, Any]) 
         us = f"frm(buf[off + 4:off + {4 + nfrac}], 'big')" if nfrac else "0"
         if nfrac in (1, 2):
             us += f" * {10_000 if nfrac == 1 else 100}"
-        return ["sec = frm(buf[off:off + 4], 'big')", f"us = {us}",
-                f"{v} = EPOCH + TD(0, sec, us) if sec or us else ZERO", f"off += {4 + nfrac}"]
+        return [
+            "sec = frm(buf[off:off + 4], 'big')",
+            f"us = {us}",
+            f"{v} = EPOCH + TD(0, sec, us) if sec or us else ZERO",
+            f"off += {4 + nfrac}",
+        ]
     if ftype == T_NEWDECIMAL:
         scale = meta & 0xFF
         size, env[f"r{i}"] = jsonbinary.decimal_reader(meta >> 8, scale)
@@ -409,19 +442,28 @@ def _inline(i: int, ftype: int, meta: int, unsigned: bool, env: dict[str, Any]) 
     return [f"{v}, off = d{i}(buf, off)"]
 
 
-def _full_reader(types: bytes, metas: tuple[int, ...], unsigned: list[bool]) -> Callable[[bytes, int], tuple[list[Any], int]]:
+def _full_reader(
+    types: bytes, metas: tuple[int, ...], unsigned: list[bool]
+) -> Callable[[bytes, int], tuple[list[Any], int]]:
     """`read(buf, off) → (values, off)` for a row image with every column present, generated
     per table layout: one straight-line function (a branch without NULL checks for rows with no
     NULL) is several times faster than a loop over per-column decoder calls."""
     n = len(types)
     nb = (n + 7) // 8
-    env: dict[str, Any] = {"BinlogDecimal": BinlogDecimal, "frm": int.from_bytes, "EPOCH": _EPOCH,
-                           "TD": dt.timedelta, "ZERO": ZERO}
+    env: dict[str, Any] = {
+        "BinlogDecimal": BinlogDecimal,
+        "frm": int.from_bytes,
+        "EPOCH": _EPOCH,
+        "TD": dt.timedelta,
+        "ZERO": ZERO,
+    }
     cols = [_inline(i, t, m, u, env) for i, (t, m, u) in enumerate(zip(types, metas, unsigned, strict=True))]
-    lines = ["def read(buf, off):",
-             "    nulls = buf[off]" if nb == 1 else f"    nulls = frm(buf[off:off + {nb}], 'little')",
-             f"    off += {nb}",
-             "    if not nulls:"]
+    lines = [
+        "def read(buf, off):",
+        "    nulls = buf[off]" if nb == 1 else f"    nulls = frm(buf[off:off + {nb}], 'little')",
+        f"    off += {nb}",
+        "    if not nulls:",
+    ]
     lines += [f"        {stmt}" for stmts in cols for stmt in stmts]
     lines.append("    else:")
     for i, stmts in enumerate(cols):
@@ -443,7 +485,8 @@ def compile_rows(tm: TableMap, table: Table | None, config_path: str | None = No
         raise TerminalError(
             f"table {tm.db}.{tm.table}: the binlog has {n} columns, the schema model {len(table.columns)} (the "
             "schema history does not match the server: a DDL statement was skipped, or ran with sql_log_bin=0)",
-            recovery_hint(config_path))
+            recovery_hint(config_path),
+        )
     unsigned = [c.unsigned for c in table.columns] if table is not None else [False] * n
     decs = []
     for i, (t, m, u) in enumerate(zip(tm.types, tm.metas, unsigned, strict=True)):
@@ -452,9 +495,10 @@ def compile_rows(tm: TableMap, table: Table | None, config_path: str | None = No
         except TerminalError as e:
             col = table.columns[i] if table is not None else None
             name = f"{col.name} ({col.type_name})" if col is not None else f"#{i + 1}"
-            raise TerminalError(f"table {tm.db}.{tm.table} column {name}: {e.message}",
-                                "exclude the table (table.exclude.list); this column type cannot be decoded "
-                                "from the binlog") from None
+            raise TerminalError(
+                f"table {tm.db}.{tm.table} column {name}: {e.message}",
+                "exclude the table (table.exclude.list); this column type cannot be decoded from the binlog",
+            ) from None
     full = tuple(range(n))
     read_full = _full_reader(tm.types, tm.metas, unsigned)
 
@@ -463,12 +507,13 @@ def compile_rows(tm: TableMap, table: Table | None, config_path: str | None = No
             return read_full(buf, off)
         row: list[Any] = [None] * n
         nb = (len(present) + 7) // 8
-        nulls = int.from_bytes(buf[off:off + nb], "little")
+        nulls = int.from_bytes(buf[off : off + nb], "little")
         off += nb
         for j, i in enumerate(present):
             if not nulls >> j & 1:
                 row[i], off = decs[i](buf, off)
         return row, off
+
     read.full = full  # type: ignore[attr-defined]
     read.read_full = read_full  # type: ignore[attr-defined]
     return read
@@ -524,8 +569,15 @@ class ConnectionSettings:
     initial_statements: tuple[str, ...] = field(default=(), repr=False)
 
     def pymysql_kwargs(self) -> dict[str, Any]:
-        kw: dict[str, Any] = {"host": self.host, "port": self.port, "user": self.user, "password": self.password,
-                              "connect_timeout": self.connect_timeout, "autocommit": True, "charset": "utf8mb4"}
+        kw: dict[str, Any] = {
+            "host": self.host,
+            "port": self.port,
+            "user": self.user,
+            "password": self.password,
+            "connect_timeout": self.connect_timeout,
+            "autocommit": True,
+            "charset": "utf8mb4",
+        }
         if self.read_timeout:
             kw["read_timeout"] = self.read_timeout
         if self.ssl_mode == "disabled":
@@ -556,10 +608,20 @@ class BinlogStream:
     MySQL `uuid:1-5,...`) or with `file`/`pos`. `events()` blocks for new events; `stop()` (any
     thread) ends it."""
 
-    def __init__(self, settings: ConnectionSettings, server_id: int, resolver: Resolver, *,
-                 file: str | None = None, pos: int | None = None, gtid_set: str | None = None,
-                 heartbeat_s: float = 10.0, annotate: bool = True, blocking: bool = True,
-                 config_path: str | None = None) -> None:
+    def __init__(
+        self,
+        settings: ConnectionSettings,
+        server_id: int,
+        resolver: Resolver,
+        *,
+        file: str | None = None,
+        pos: int | None = None,
+        gtid_set: str | None = None,
+        heartbeat_s: float = 10.0,
+        annotate: bool = True,
+        blocking: bool = True,
+        config_path: str | None = None,
+    ) -> None:
         self.settings, self.server_id, self.resolver = settings, server_id, resolver
         self.config_path = config_path  # named in recovery hints
         self.file, self.pos, self.gtid_set = file, pos, gtid_set
@@ -605,12 +667,22 @@ class BinlogStream:
             flags |= 0x02  # BINLOG_SEND_ANNOTATE_ROWS_EVENT
         if self.gtid_set and not self.is_mariadb:
             enc = encode_gtid_set(GtidSet.parse(self.gtid_set))
-            body = (bytes([0x1E]) + struct.pack("<HI", flags | 0x04, self.server_id) + struct.pack("<I", 0)
-                    + struct.pack("<Q", 4) + struct.pack("<I", len(enc)) + enc)
+            body = (
+                bytes([0x1E])
+                + struct.pack("<HI", flags | 0x04, self.server_id)
+                + struct.pack("<I", 0)
+                + struct.pack("<Q", 4)
+                + struct.pack("<I", len(enc))
+                + enc
+            )
         elif self.gtid_set:
             body = bytes([0x12]) + struct.pack("<IHI", 4, flags, self.server_id)
         else:
-            body = bytes([0x12]) + struct.pack("<IHI", self.pos or 4, flags, self.server_id) + (self.file or "").encode()
+            body = (
+                bytes([0x12])
+                + struct.pack("<IHI", self.pos or 4, flags, self.server_id)
+                + (self.file or "").encode()
+            )
         self._send(body)
 
     def _send(self, body: bytes) -> None:
@@ -623,8 +695,14 @@ class BinlogStream:
         """COM_REGISTER_SLAVE so the connector shows in SHOW SLAVE HOSTS (server-id clash checks)."""
         assert self.conn is not None
         host = socket.gethostname().encode()[:60]
-        body = (bytes([0x15]) + struct.pack("<I", self.server_id) + bytes([len(host)]) + host + b"\x00\x00"
-                + struct.pack("<HII", 0, 0, 0))
+        body = (
+            bytes([0x15])
+            + struct.pack("<I", self.server_id)
+            + bytes([len(host)])
+            + host
+            + b"\x00\x00"
+            + struct.pack("<HII", 0, 0, 0)
+        )
         self._send(body)
         try:
             self.conn._read_packet()
@@ -663,7 +741,7 @@ class BinlogStream:
         """Read until `need` unread bytes are buffered; False when the stream was stopped."""
         assert self.conn is not None and self.conn._rfile is not None
         read1 = self.conn._rfile.read1
-        parts = [self._buf[self._p:]]
+        parts = [self._buf[self._p :]]
         have = len(parts[0])
         while have < need:
             try:
@@ -694,7 +772,7 @@ class BinlogStream:
         buf, p = self._buf, self._p
         got = min(len(buf) - p, len(mv))
         if got:
-            mv[:got] = buf[p:p + got]
+            mv[:got] = buf[p : p + got]
             self._p = p + got
         readinto = self.conn._rfile.readinto
         while got < len(mv):
@@ -718,15 +796,16 @@ class BinlogStream:
                 return None
             buf, p = self._buf, self._p
             if buf[p] == 0:
-                total = 1 + int.from_bytes(buf[p + 10:p + 14], "little")
+                total = 1 + int.from_bytes(buf[p + 10 : p + 14], "little")
         data = bytearray(max(total, plen))
         got = 0
         with memoryview(data) as mv:
             while True:
                 if got + plen > len(mv):
-                    raise TransientError(f"binlog packet framing: {got + plen} bytes for an event of {total}",
-                                         "reconnecting")
-                if not self._read_into(mv[got:got + plen]):
+                    raise TransientError(
+                        f"binlog packet framing: {got + plen} bytes for an event of {total}", "reconnecting"
+                    )
+                if not self._read_into(mv[got : got + plen]):
                     return None
                 got += plen
                 if plen < _MAX_PACKET:
@@ -755,7 +834,7 @@ class BinlogStream:
             self._p = p + 4 + plen
             if plen < _MAX_PACKET and not pieces:
                 return buf, p + 4, p + 4 + plen
-            pieces.append(buf[p + 4:p + 4 + plen])
+            pieces.append(buf[p + 4 : p + 4 + plen])
             if plen < _MAX_PACKET:
                 data = b"".join(pieces)
                 return data, 0, len(data)
@@ -766,7 +845,9 @@ class BinlogStream:
         if data[s] == 0xFE and e - s < 9:
             if self.blocking and not self._stopped:
                 # A blocking dump never ends by itself: the server is shutting down.
-                raise TransientError("the server ended the binlog stream (shutdown or restart?)", "reconnecting")
+                raise TransientError(
+                    "the server ended the binlog stream (shutdown or restart?)", "reconnecting"
+                )
             return True
         try:
             pymysql.err.raise_mysql_exception(data[s:e])
@@ -789,8 +870,11 @@ class BinlogStream:
         while not self._stopped:
             # Frame the next packet from the buffer (the common case), else read.
             avail = len(buf) - p
-            if avail >= 4 and avail - 4 >= (plen := buf[p] | buf[p + 1] << 8 | buf[p + 2] << 16) \
-                    and plen < _MAX_PACKET:
+            if (
+                avail >= 4
+                and avail - 4 >= (plen := buf[p] | buf[p + 1] << 8 | buf[p + 2] << 16)
+                and plen < _MAX_PACKET
+            ):
                 data, s = buf, p + 4
                 e = p = s + plen
                 self._p = p
@@ -810,24 +894,50 @@ class BinlogStream:
             b = s + 20  # the event body
             be = e - trailer
             if etype in rows_ops:
-                entry = maps.get(frm(data[b:b + 6], "little"))
+                entry = maps.get(frm(data[b : b + 6], "little"))
                 if entry is None:
                     continue  # its TABLE_MAP was not seen (started mid-transaction)
                 tm = entry[2]
                 reader = entry[3]
                 if reader is None:
-                    yield Event("rows", ts, server_id, file, pos, next_pos, tm.db, tm.table, rows_ops[etype],
-                                skipped=True)
+                    yield Event(
+                        "rows",
+                        ts,
+                        server_id,
+                        file,
+                        pos,
+                        next_pos,
+                        tm.db,
+                        tm.table,
+                        rows_ops[etype],
+                        skipped=True,
+                    )
                     continue
                 rows = self._rows(etype, data, b, be, reader)
                 if type(data) is bytearray:
                     rows = _as_bytes(rows)
-                yield Event("rows", ts, server_id, file, pos, next_pos, tm.db, tm.table, rows_ops[etype],
-                            rows, "", 0, "", False, False, entry[4])
+                yield Event(
+                    "rows",
+                    ts,
+                    server_id,
+                    file,
+                    pos,
+                    next_pos,
+                    tm.db,
+                    tm.table,
+                    rows_ops[etype],
+                    rows,
+                    "",
+                    0,
+                    "",
+                    False,
+                    False,
+                    entry[4],
+                )
             elif etype == TABLE_MAP:
-                table_id = frm(data[b:b + 6], "little")
+                table_id = frm(data[b : b + 6], "little")
                 entry = maps.get(table_id)
-                tail = data[b + 6:be]
+                tail = data[b + 6 : be]
                 if entry is not None and entry[0] == tail and entry[1] == self.tables_version:
                     continue
                 tm = parse_table_map(data[b:be])
@@ -836,14 +946,33 @@ class BinlogStream:
                     maps[table_id] = (tail, self.tables_version, tm, None, None)
                 else:
                     model_table = resolved[0]
-                    maps[table_id] = (tail, self.tables_version, tm, compile_rows(tm, model_table, self.config_path),
-                                      model_table)
+                    maps[table_id] = (
+                        tail,
+                        self.tables_version,
+                        tm,
+                        compile_rows(tm, model_table, self.config_path),
+                        model_table,
+                    )
             elif etype == XID:
                 yield Event("xid", ts, server_id, file, pos, next_pos)
             elif etype == MARIA_GTID:
                 seq, domain, flags2 = _MARIA_GTID(data, b)
-                yield Event("gtid", ts, server_id, file, pos, next_pos, "", "", "", [], "", 0,
-                            f"{domain}-{server_id}-{seq}", bool(flags2 & 1))
+                yield Event(
+                    "gtid",
+                    ts,
+                    server_id,
+                    file,
+                    pos,
+                    next_pos,
+                    "",
+                    "",
+                    "",
+                    [],
+                    "",
+                    0,
+                    f"{domain}-{server_id}-{seq}",
+                    bool(flags2 & 1),
+                )
             else:
                 body = data[b:be]
                 if etype == ROTATE:
@@ -857,14 +986,15 @@ class BinlogStream:
                     if ev is not None:
                         yield ev
 
-    def _other(self, etype: int, body: bytes, ts: int, server_id: int, file: str, pos: int,
-               next_pos: int) -> Event | None:
+    def _other(
+        self, etype: int, body: bytes, ts: int, server_id: int, file: str, pos: int, next_pos: int
+    ) -> Event | None:
         """The less frequent event types (one per DDL statement, heartbeat, session start)."""
         if etype == QUERY:
             thread, _exec, dblen, _err, svlen = struct.unpack_from("<IIBHH", body, 0)
             p = 13 + svlen
-            db = body[p:p + dblen].decode("utf-8", "replace")
-            query = body[p + dblen + 1:].decode("utf-8", "replace")
+            db = body[p : p + dblen].decode("utf-8", "replace")
+            query = body[p + dblen + 1 :].decode("utf-8", "replace")
             return Event("query", ts, server_id, file, pos, next_pos, db=db, query=query, thread=thread)
         if etype == GTID:
             sid = body[1:17].hex()
@@ -872,9 +1002,13 @@ class BinlogStream:
             uuid = f"{sid[:8]}-{sid[8:12]}-{sid[12:16]}-{sid[16:20]}-{sid[20:]}"
             return Event("gtid", ts, server_id, file, pos, next_pos, gtid=f"{uuid}:{gno}")
         if etype == MARIA_ANNOTATE:
-            return Event("annotate", ts, server_id, file, pos, next_pos, query=body.decode("utf-8", "replace"))
+            return Event(
+                "annotate", ts, server_id, file, pos, next_pos, query=body.decode("utf-8", "replace")
+            )
         if etype == ROWS_QUERY:
-            return Event("annotate", ts, server_id, file, pos, next_pos, query=body[1:].decode("utf-8", "replace"))
+            return Event(
+                "annotate", ts, server_id, file, pos, next_pos, query=body[1:].decode("utf-8", "replace")
+            )
         if etype == HEARTBEAT:
             return Event("heartbeat", ts, server_id, file, next_pos, next_pos)
         if etype == FORMAT_DESCRIPTION:
@@ -883,16 +1017,20 @@ class BinlogStream:
             raise TerminalError(
                 "the server writes partial JSON updates (binlog_row_value_options=PARTIAL_JSON); "
                 "their UPDATE events cannot be decoded",
-                "run SET GLOBAL binlog_row_value_options='' (and in the server config) on the server")
+                "run SET GLOBAL binlog_row_value_options='' (and in the server config) on the server",
+            )
         if etype in MARIA_COMPRESSED:
-            raise TerminalError("the server writes compressed binlog events (log_bin_compress=ON)",
-                                "set log_bin_compress=OFF on the MariaDB server")
+            raise TerminalError(
+                "the server writes compressed binlog events (log_bin_compress=ON)",
+                "set log_bin_compress=OFF on the MariaDB server",
+            )
         if etype == INCIDENT:
             log.warning("binlog INCIDENT event at %s:%s: the server reports lost changes", file, pos)
         return None
 
-    def _rows(self, etype: int, data: bytes, p: int, end: int,
-              reader: RowReader) -> list[tuple[list[Any] | None, list[Any] | None]]:
+    def _rows(
+        self, etype: int, data: bytes, p: int, end: int, reader: RowReader
+    ) -> list[tuple[list[Any] | None, list[Any] | None]]:
         """The rows of a rows event whose body is data[p:end]."""
         p += 8
         if etype >= WRITE_V2:
@@ -900,7 +1038,7 @@ class BinlogStream:
         n, p = _lenenc(data, p)
         nb = (n + 7) // 8
         full = reader.full  # type: ignore[attr-defined]
-        present = _present(data[p:p + nb], n, full)
+        present = _present(data[p : p + nb], n, full)
         p += nb
         out: list[tuple[list[Any] | None, list[Any] | None]] = []
         if etype in (WRITE_V2, WRITE_V1):
@@ -918,7 +1056,7 @@ class BinlogStream:
                 row, p = reader(data, p, present)
                 out.append((row, None))
         else:
-            present2 = _present(data[p:p + nb], n, full)
+            present2 = _present(data[p : p + nb], n, full)
             p += nb
             while p < end:
                 before, p = reader(data, p, present)
@@ -927,13 +1065,17 @@ class BinlogStream:
         return out
 
 
-def _as_bytes(rows: list[tuple[list[Any] | None, list[Any] | None]]) -> list[tuple[list[Any] | None, list[Any] | None]]:
+def _as_bytes(
+    rows: list[tuple[list[Any] | None, list[Any] | None]],
+) -> list[tuple[list[Any] | None, list[Any] | None]]:
     """Rows decoded from a large packet (a bytearray): its short values are bytearray slices,
     made bytes like every other packet's (large ones stay memoryviews of the packet)."""
+
     def fix(image: list[Any] | None) -> list[Any] | None:
         if image is None:
             return None
         return [bytes(v) if type(v) is bytearray else v for v in image]
+
     return [(fix(before), fix(after)) for before, after in rows]
 
 
@@ -948,8 +1090,10 @@ def current_position(cur: Any) -> tuple[str, int, str]:
         except pymysql.err.ProgrammingError:
             continue
     if not row:
-        raise TerminalError("binary logging is disabled on the server (SHOW MASTER STATUS is empty)",
-                            "start the server with log_bin (e.g. log-bin=mysql-bin) and binlog_format=ROW")
+        raise TerminalError(
+            "binary logging is disabled on the server (SHOW MASTER STATUS is empty)",
+            "start the server with log_bin (e.g. log-bin=mysql-bin) and binlog_format=ROW",
+        )
     gtids = str(row[4]) if len(row) > 4 and row[4] else ""
     try:
         cur.execute("SELECT @@global.gtid_binlog_pos")  # MariaDB
@@ -967,13 +1111,16 @@ def recovery_hint(config_path: str | None = None) -> str:
     Snapshots come in a later release; until then the way on is to forget the offsets: the next
     run takes a fresh schema snapshot and streams from the server's current position."""
     cmd = f"tidemark offsets reset --config {config_path or 'FILE'} --yes"
-    return (f"run `{cmd}`: the next run takes a fresh schema snapshot and streams from the current binlog "
-            "position (snapshot.mode=no_data); the changes made between the stored position and now are NOT "
-            "captured — a data snapshot will recover them once Tidemark supports snapshots")
+    return (
+        f"run `{cmd}`: the next run takes a fresh schema snapshot and streams from the current binlog "
+        "position (snapshot.mode=no_data); the changes made between the stored position and now are NOT "
+        "captured — a data snapshot will recover them once Tidemark supports snapshots"
+    )
 
 
-def connection_error(e: pymysql.err.MySQLError, s: ConnectionSettings, *,
-                     unreachable_is_transient: bool = True) -> Exception:
+def connection_error(
+    e: pymysql.err.MySQLError, s: ConnectionSettings, *, unreachable_is_transient: bool = True
+) -> Exception:
     """Translate a failed connect. An unreachable server is a passing fault once the connector
     has reached it (a restart in progress), but a set-up error at the very first start: retrying
     a wrong host or port forever helps nobody."""
@@ -983,24 +1130,35 @@ def connection_error(e: pymysql.err.MySQLError, s: ConnectionSettings, *,
 
     def mode(m: str) -> str:
         return tls.spelled(m, configured)
+
     if code == 1045:
-        return TerminalError(f"access denied for user {s.user!r} at {s.host}:{s.port} (wrong password?)",
-                             "check database.user / database.password")
+        return TerminalError(
+            f"access denied for user {s.user!r} at {s.host}:{s.port} (wrong password?)",
+            "check database.user / database.password",
+        )
     if code == 2026:  # CR_SSL_CONNECTION_ERROR: TLS required, the server offers none
         # the MariaDB connector has no `preferred`
         plain = "preferred or disabled" if mode("disabled") == "disabled" else mode("disabled")
-        return TerminalError(f"the server at {s.host}:{s.port} does not offer TLS, but database.ssl.mode="
-                             f"{configured} requires it",
-                             f"enable TLS on the server (ssl_cert/ssl_key), or set database.ssl.mode={plain}")
-    if "certificate" in text.lower() or "hostname" in text.lower():  # verification failed: not a passing fault
-        return TerminalError(f"TLS with {s.host}:{s.port} failed (database.ssl.mode={configured}): {text}",
-                             "database.ssl.truststore must hold the CA that signed the server's certificate; "
-                             f"{mode('verify_identity')} also needs the certificate to name database.hostname; "
-                             f"database.ssl.mode={mode('required')} encrypts without checking the certificate")
+        return TerminalError(
+            f"the server at {s.host}:{s.port} does not offer TLS, but database.ssl.mode="
+            f"{configured} requires it",
+            f"enable TLS on the server (ssl_cert/ssl_key), or set database.ssl.mode={plain}",
+        )
+    if (
+        "certificate" in text.lower() or "hostname" in text.lower()
+    ):  # verification failed: not a passing fault
+        return TerminalError(
+            f"TLS with {s.host}:{s.port} failed (database.ssl.mode={configured}): {text}",
+            "database.ssl.truststore must hold the CA that signed the server's certificate; "
+            f"{mode('verify_identity')} also needs the certificate to name database.hostname; "
+            f"database.ssl.mode={mode('required')} encrypts without checking the certificate",
+        )
     if code in (2003, 2005, 2006, 2013):
         cls = TransientError if unreachable_is_transient else TerminalError
-        return cls(f"cannot reach the database at {s.host}:{s.port}: {e.args[-1]}",
-                   "check database.hostname/database.port and that the server is running")
+        return cls(
+            f"cannot reach the database at {s.host}:{s.port}: {e.args[-1]}",
+            "check database.hostname/database.port and that the server is running",
+        )
     return TerminalError(f"cannot connect to {s.host}:{s.port}: {e}")
 
 
@@ -1009,13 +1167,27 @@ def stream_error(e: pymysql.err.OperationalError, config_path: str | None = None
     msg = str(e.args[-1]) if e.args else str(e)
     if code == 1236:
         low = msg.lower()
-        if "same server_uuid/server_id" in low or "same server id" in low or "server_id" in low and "same" in low:
-            return TerminalError(f"another replica uses this server id: {msg}",
-                                 "give database.server.id a value no other replica or connector uses")
-        if "could not find first log file" in low or "purged" in low or "not find gtid" in low \
-                or "gtid" in low and ("purged" in low or "not exist" in low or "missing" in low):
-            return TerminalError(f"the stored binlog position is no longer on the server (purged): {msg}",
-                                 recovery_hint(config_path))
+        if (
+            "same server_uuid/server_id" in low
+            or "same server id" in low
+            or "server_id" in low
+            and "same" in low
+        ):
+            return TerminalError(
+                f"another replica uses this server id: {msg}",
+                "give database.server.id a value no other replica or connector uses",
+            )
+        if (
+            "could not find first log file" in low
+            or "purged" in low
+            or "not find gtid" in low
+            or "gtid" in low
+            and ("purged" in low or "not exist" in low or "missing" in low)
+        ):
+            return TerminalError(
+                f"the stored binlog position is no longer on the server (purged): {msg}",
+                recovery_hint(config_path),
+            )
         return TerminalError(f"the server refused to stream the binlog: {msg}")
     if code in (2006, 2013, 2003, 1053, 1927, 4031):
         return TransientError(f"binlog connection lost ({code}): {msg}", "the engine reconnects with backoff")

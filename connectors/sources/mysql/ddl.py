@@ -78,7 +78,9 @@ class DdlResult:
 
 _SPATIAL_RE = re.compile(
     r"(?<![\w`])(point|linestring|polygon|multipoint|multilinestring|multipolygon|geometrycollection|geomcollection)"
-    r"(?=\s*(?:$|[,)\s]))", re.I)
+    r"(?=\s*(?:$|[,)\s]))",
+    re.I,
+)
 _REWRITES = [
     (re.compile(r"\bnational\s+(char|varchar|character)\b", re.I), r"\1"),
     (re.compile(r"\bnchar\s+varchar\b", re.I), "varchar"),
@@ -99,19 +101,66 @@ _NAME_KEYWORDS = {"COLUMN", "ADD", "MODIFY", "CHANGE", "AFTER", "BY", "KEY", "IN
 _TYPE_WORDS = set(model.KNOWN_TYPES)
 # Words that open a table-level definition (never a column name unless quoted), and the ones that
 # may follow a column's type: an unknown type is only guessed between those.
-_DEFINITION_WORDS = {"KEY", "INDEX", "CONSTRAINT", "UNIQUE", "PRIMARY", "FOREIGN", "FULLTEXT", "SPATIAL", "CHECK",
-                     "PERIOD", "PARTITION", "SUBPARTITION", "LIKE", "AS", "SYSTEM", "IF"}
-_AFTER_TYPE_WORDS = {"NOT", "NULL", "DEFAULT", "PRIMARY", "PRIMARY KEY", "UNIQUE", "KEY", "COMMENT", "COLLATE",
-                     "CHARACTER", "CHARSET", "AUTO_INCREMENT", "GENERATED", "AS", "INVISIBLE", "VISIBLE",
-                     "REFERENCES", "CHECK", "UNSIGNED", "SIGNED", "ZEROFILL", "BINARY", "ON", "FIRST", "AFTER",
-                     "COLUMN_FORMAT", "STORAGE", "WITH", "WITHOUT", "CONSTRAINT", "COMPRESSED", "PERSISTENT",
-                     "VIRTUAL", "STORED"}
+_DEFINITION_WORDS = {
+    "KEY",
+    "INDEX",
+    "CONSTRAINT",
+    "UNIQUE",
+    "PRIMARY",
+    "FOREIGN",
+    "FULLTEXT",
+    "SPATIAL",
+    "CHECK",
+    "PERIOD",
+    "PARTITION",
+    "SUBPARTITION",
+    "LIKE",
+    "AS",
+    "SYSTEM",
+    "IF",
+}
+_AFTER_TYPE_WORDS = {
+    "NOT",
+    "NULL",
+    "DEFAULT",
+    "PRIMARY",
+    "PRIMARY KEY",
+    "UNIQUE",
+    "KEY",
+    "COMMENT",
+    "COLLATE",
+    "CHARACTER",
+    "CHARSET",
+    "AUTO_INCREMENT",
+    "GENERATED",
+    "AS",
+    "INVISIBLE",
+    "VISIBLE",
+    "REFERENCES",
+    "CHECK",
+    "UNSIGNED",
+    "SIGNED",
+    "ZEROFILL",
+    "BINARY",
+    "ON",
+    "FIRST",
+    "AFTER",
+    "COLUMN_FORMAT",
+    "STORAGE",
+    "WITH",
+    "WITHOUT",
+    "CONSTRAINT",
+    "COMPRESSED",
+    "PERSISTENT",
+    "VIRTUAL",
+    "STORED",
+}
 
 
 def _prepare(sql: str) -> str:
     def in_type_position(m: re.Match[str]) -> bool:
         # Only a type position: the previous word is a column name, not a keyword.
-        before = sql[:m.start()].rstrip()
+        before = sql[: m.start()].rstrip()
         prev = re.search(r"(`[^`]*`|\w+)$", before)
         return not (prev is None or prev.group(1).upper() in _NAME_KEYWORDS or before.endswith(("(", ",")))
 
@@ -136,9 +185,15 @@ def _definition_position(tokens: list[Any], i: int) -> bool:
     if t.token_type not in (TokenType.VAR, TokenType.IDENTIFIER) and not t.text.isidentifier():
         return False
     prev = tokens[i - 1]
-    return prev.token_type in (TokenType.L_PAREN, TokenType.COMMA) or prev.text.upper() in (
-        "COLUMN", "ADD", "MODIFY") or (prev.token_type in (TokenType.VAR, TokenType.IDENTIFIER)
-                                       and i >= 2 and tokens[i - 2].text.upper() in ("CHANGE", "COLUMN"))
+    return (
+        prev.token_type in (TokenType.L_PAREN, TokenType.COMMA)
+        or prev.text.upper() in ("COLUMN", "ADD", "MODIFY")
+        or (
+            prev.token_type in (TokenType.VAR, TokenType.IDENTIFIER)
+            and i >= 2
+            and tokens[i - 2].text.upper() in ("CHANGE", "COLUMN")
+        )
+    )
 
 
 def _unknown_types(sql: str) -> tuple[str, dict[str, list[str]]]:
@@ -154,7 +209,11 @@ def _unknown_types(sql: str) -> tuple[str, dict[str, list[str]]]:
     n = len(tokens)
     for i in range(1, n - 1):
         t, nxt = tokens[i], tokens[i + 1]
-        if nxt.token_type != TokenType.VAR or nxt.text.upper() in _TYPE_WORDS or not _definition_position(tokens, i):
+        if (
+            nxt.token_type != TokenType.VAR
+            or nxt.text.upper() in _TYPE_WORDS
+            or not _definition_position(tokens, i)
+        ):
             continue
         if t.token_type != TokenType.IDENTIFIER and t.text.upper() in _DEFINITION_WORDS:
             continue
@@ -168,13 +227,16 @@ def _unknown_types(sql: str) -> tuple[str, dict[str, list[str]]]:
                 if depth == 0:
                     break
         after = tokens[j] if j < n else None
-        if after is not None and after.token_type not in (TokenType.COMMA, TokenType.R_PAREN) \
-                and after.text.upper() not in _AFTER_TYPE_WORDS:
+        if (
+            after is not None
+            and after.token_type not in (TokenType.COMMA, TokenType.R_PAREN)
+            and after.text.upper() not in _AFTER_TYPE_WORDS
+        ):
             continue
         spans.append((nxt.start, end))
         found.setdefault(_unquote(t.text).lower(), [nxt.text.upper()])
     for start, end in reversed(spans):
-        sql = sql[:start] + "BLOB" + sql[end + 1:]
+        sql = sql[:start] + "BLOB" + sql[end + 1 :]
     return sql, found
 
 
@@ -238,9 +300,15 @@ def _type_name(words: list[str]) -> str:
 
 
 _DTYPE_NAMES = {
-    "UINT": "INT UNSIGNED", "UTINYINT": "TINYINT UNSIGNED", "USMALLINT": "SMALLINT UNSIGNED",
-    "UMEDIUMINT": "MEDIUMINT UNSIGNED", "UBIGINT": "BIGINT UNSIGNED", "UDOUBLE": "DOUBLE UNSIGNED",
-    "UDECIMAL": "DECIMAL UNSIGNED", "UFLOAT": "FLOAT UNSIGNED", "TIMESTAMPTZ": "TIMESTAMP",
+    "UINT": "INT UNSIGNED",
+    "UTINYINT": "TINYINT UNSIGNED",
+    "USMALLINT": "SMALLINT UNSIGNED",
+    "UMEDIUMINT": "MEDIUMINT UNSIGNED",
+    "UBIGINT": "BIGINT UNSIGNED",
+    "UDOUBLE": "DOUBLE UNSIGNED",
+    "UDECIMAL": "DECIMAL UNSIGNED",
+    "UFLOAT": "FLOAT UNSIGNED",
+    "TIMESTAMPTZ": "TIMESTAMP",
 }
 
 
@@ -400,7 +468,10 @@ class DdlParser:
             m = re.match(r"(?is)^\s*(\S+)\s+to\s+(\S+)\s*$", pair)
             if not m:
                 raise UnparseableDdl("RENAME TABLE " + body, "bad RENAME TABLE list")
-            (odb, oname), (ndb, nname) = (_split_id(m.group(1), current_db), _split_id(m.group(2), current_db))
+            (odb, oname), (ndb, nname) = (
+                _split_id(m.group(1), current_db),
+                _split_id(m.group(2), current_db),
+            )
             table = self.tables.drop(odb, oname)
             db = ndb
             if table is None:
@@ -411,7 +482,7 @@ class DdlParser:
         return DdlResult(changes, db, "rename_table")
 
     def _alter(self, parts: AlterParts, text: str, current_db: str | None) -> DdlResult:
-        db, name = _split_id(parts.head[len("ALTER TABLE "):], current_db)
+        db, name = _split_id(parts.head[len("ALTER TABLE ") :], current_db)
         current = self.tables.get(db, name)
         if current is None:
             log.debug("ALTER TABLE %s.%s: table not in the model, ignored", db, name)
@@ -421,8 +492,9 @@ class DdlParser:
         table = Table.from_dict(current.to_dict())
         new_name = self._alter_actions(st, table, text, parts.if_exists, unknown) if st is not None else None
         if parts.convert is not None:
-            _convert_charset(table, parts.convert[0] or _collation_charset(parts.convert[1])
-                             or self._db_charset(db))
+            _convert_charset(
+                table, parts.convert[0] or _collation_charset(parts.convert[1]) or self._db_charset(db)
+            )
         old_name = None
         if new_name is not None and new_name != (db, name):
             self.tables.drop(db, name)
@@ -436,6 +508,7 @@ class DdlParser:
     def _parse_alter(parts: AlterParts, text: str, unknown: dict[str, list[str]]) -> exp.Alter:
         """sqlglot's tree of the rewritten statement; an action it cannot parse is named.
         Columns of unknown types go into `unknown` (name → [TYPE])."""
+
         def parse(sql: str) -> exp.Expression | None:
             prepared = _prepare(sql)
             try:
@@ -446,20 +519,25 @@ class DdlParser:
                 stmts = _parse_with_unknown_types(prepared, unknown)
                 st = stmts[0] if stmts and len(stmts) == 1 else st
             return st
+
         st = parse(parts.sql)
         if isinstance(st, exp.Alter):
             return st
-        bad = next((a for a in parts.actions if not isinstance(parse(f"{parts.head} {a}"), exp.Alter)),
-                   parts.sql)
+        bad = next(
+            (a for a in parts.actions if not isinstance(parse(f"{parts.head} {a}"), exp.Alter)), parts.sql
+        )
         raise UnparseableDdl(text, f"ALTER TABLE action not understood: {bad[:200]}")
 
-    def _alter_actions(self, st: exp.Alter, table: Table, text: str,
-                       if_exists: set[str], unknown: dict[str, list[str]]) -> tuple[str, str] | None:
+    def _alter_actions(
+        self, st: exp.Alter, table: Table, text: str, if_exists: set[str], unknown: dict[str, list[str]]
+    ) -> tuple[str, str] | None:
         """Apply each action to `table`; return the new (db, name) of a RENAME. Actions that
         could change the row layout but are not understood raise UnparseableDdl, so the model
         never silently goes stale."""
         types = {**unknown, **_scan_type_names(text)}
-        _table_options(table, st.args.get("options") or [])  # before the actions: new columns take its charset
+        _table_options(
+            table, st.args.get("options") or []
+        )  # before the actions: new columns take its charset
         charset = table.default_charset or self._db_charset(table.db)
         new_name = None
         for act in st.args.get("actions") or []:
@@ -483,7 +561,9 @@ class DdlParser:
                         col = table.column(c.name)
                         if col is not None:
                             table.columns.remove(col)
-                            table.primary_key = [k for k in table.primary_key if k.lower() != col.name.lower()]
+                            table.primary_key = [
+                                k for k in table.primary_key if k.lower() != col.name.lower()
+                            ]
                 # DROP INDEX / KEY / FOREIGN KEY / CHECK / CONSTRAINT: no column change. A unique key
                 # serving as the message key stays the key (as in Debezium).
             elif isinstance(act, exp.AddConstraint):
@@ -508,8 +588,15 @@ class DdlParser:
                 raise UnparseableDdl(text, f"ALTER TABLE action not supported: {act.sql('mysql')[:200]}")
         return new_name
 
-    def _modify(self, table: Table, act: exp.ModifyColumn, types: dict[str, list[str]], charset: str,
-                if_exists: set[str], text: str) -> None:
+    def _modify(
+        self,
+        table: Table,
+        act: exp.ModifyColumn,
+        types: dict[str, list[str]],
+        charset: str,
+        if_exists: set[str],
+        text: str,
+    ) -> None:
         cd = act.this
         old = act.args.get("rename_from")
         old_name = old.name if old is not None else cd.name
@@ -545,8 +632,9 @@ class DdlParser:
         self.tables.put(table)
         return DdlResult([TableChange("ALTER", db, name, table)], db, "alter_table")
 
-    def _column(self, cd: exp.ColumnDef, types: dict[str, list[str]], table_charset: str | None,
-                position: int) -> tuple[Column, str | None]:
+    def _column(
+        self, cd: exp.ColumnDef, types: dict[str, list[str]], table_charset: str | None, position: int
+    ) -> tuple[Column, str | None]:
         """The column and the key its definition declares: "primary", "unique" (UNIQUE, SERIAL) or None."""
         name = cd.name
         kind = cd.args.get("kind")
@@ -578,8 +666,16 @@ class DdlParser:
         jdbc = model.JDBC_TYPES.get(base, model.OTHER)
         if base in ("NATIONAL",):
             jdbc = model.NVARCHAR if "VARCHAR" in type_name or "VARYING" in type_name else model.NCHAR
-        col = Column(name=name, type_name=type_name, position=position, jdbc_type=jdbc, length=length, scale=scale,
-                     enum_values=enum_values, type_expression=type_name)
+        col = Column(
+            name=name,
+            type_name=type_name,
+            position=position,
+            jdbc_type=jdbc,
+            length=length,
+            scale=scale,
+            enum_values=enum_values,
+            type_expression=type_name,
+        )
         key: str | None = None
         charset = None
         collate = None
@@ -635,19 +731,28 @@ def _parse_with_unknown_types(prepared: str, unknown: dict[str, list[str]]) -> l
 # --------------------------------------------------------------------------- statement targets
 _ID1 = r"(?:`(?:[^`]|``)+`|[\w$]+)"
 _ID = rf"{_ID1}(?:\.{_ID1})?"
-_TABLE_TARGET_RES = [re.compile(rx, re.I | re.S) for rx in (
-    rf"^\s*create\s+(?:or\s+replace\s+)?(?:temporary\s+)?table\s+(?:if\s+not\s+exists\s+)?({_ID})",
-    rf"^\s*alter\s+(?:online\s+)?(?:ignore\s+)?table\s+(?:if\s+exists\s+)?({_ID})",
-    rf"^\s*truncate\s+(?:table\s+)?({_ID})",
-    rf"^\s*(?:create\s+(?:or\s+replace\s+)?(?:online\s+|offline\s+)?(?:unique\s+|fulltext\s+|spatial\s+)?"
-    rf"|drop\s+(?:online\s+|offline\s+)?)index\s+(?:if\s+(?:not\s+)?exists\s+)?{_ID1}\s+"
-    rf"(?:using\s+\w+\s+)?on\s+({_ID})",
-)]
-_DROP_TABLES_RE = re.compile(r"^\s*drop\s+(?:temporary\s+)?tables?\s+(?:if\s+exists\s+)?(.+?)"
-                             r"(?:\s+(?:restrict|cascade|wait\s+\d+|nowait))?\s*;?\s*(?:/\*.*\*/\s*)?$", re.I | re.S)
+_TABLE_TARGET_RES = [
+    re.compile(rx, re.I | re.S)
+    for rx in (
+        rf"^\s*create\s+(?:or\s+replace\s+)?(?:temporary\s+)?table\s+(?:if\s+not\s+exists\s+)?({_ID})",
+        rf"^\s*alter\s+(?:online\s+)?(?:ignore\s+)?table\s+(?:if\s+exists\s+)?({_ID})",
+        rf"^\s*truncate\s+(?:table\s+)?({_ID})",
+        rf"^\s*(?:create\s+(?:or\s+replace\s+)?(?:online\s+|offline\s+)?(?:unique\s+|fulltext\s+|spatial\s+)?"
+        rf"|drop\s+(?:online\s+|offline\s+)?)index\s+(?:if\s+(?:not\s+)?exists\s+)?{_ID1}\s+"
+        rf"(?:using\s+\w+\s+)?on\s+({_ID})",
+    )
+]
+_DROP_TABLES_RE = re.compile(
+    r"^\s*drop\s+(?:temporary\s+)?tables?\s+(?:if\s+exists\s+)?(.+?)"
+    r"(?:\s+(?:restrict|cascade|wait\s+\d+|nowait))?\s*;?\s*(?:/\*.*\*/\s*)?$",
+    re.I | re.S,
+)
 _RENAME_RE = re.compile(r"^\s*rename\s+tables?\s+(.+?)\s*;?\s*$", re.I | re.S)
-_DATABASE_RE = re.compile(rf"^\s*(?:create|drop|alter)\s+(?:or\s+replace\s+)?(?:database|schema)\s+"
-                          rf"(?:if\s+(?:not\s+)?exists\s+)?({_ID1})", re.I | re.S)
+_DATABASE_RE = re.compile(
+    rf"^\s*(?:create|drop|alter)\s+(?:or\s+replace\s+)?(?:database|schema)\s+"
+    rf"(?:if\s+(?:not\s+)?exists\s+)?({_ID1})",
+    re.I | re.S,
+)
 
 
 @dataclass
@@ -700,8 +805,13 @@ def _split_id(text: str, current_db: str | None) -> tuple[str, str]:
 
 
 def _is_table_ddl(text: str) -> bool:
-    return bool(re.match(r"(?is)^\s*(create(\s+or\s+replace)?|alter(\s+online|\s+ignore)*|drop|rename|truncate)\s+"
-                         r"(temporary\s+)?(table|database|schema)\b", text))
+    return bool(
+        re.match(
+            r"(?is)^\s*(create(\s+or\s+replace)?|alter(\s+online|\s+ignore)*|drop|rename|truncate)\s+"
+            r"(temporary\s+)?(table|database|schema)\b",
+            text,
+        )
+    )
 
 
 def _literal_text(e: Any) -> str:
@@ -864,7 +974,9 @@ def table_from_show_create(db: str, create_sql: str, tables: Tables) -> Table:
 
 
 def _create_name(sql: str) -> str:
-    m = re.match(r"(?is)^\s*create\s+(?:temporary\s+)?table\s+(?:if\s+not\s+exists\s+)?(`(?:[^`]|``)*`|\S+)", sql)
+    m = re.match(
+        r"(?is)^\s*create\s+(?:temporary\s+)?table\s+(?:if\s+not\s+exists\s+)?(`(?:[^`]|``)*`|\S+)", sql
+    )
     if not m:
         return ""
     name = m.group(1)

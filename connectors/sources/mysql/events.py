@@ -28,11 +28,13 @@ log = logging.getLogger(__name__)
 # Statements that never change a table's layout. `CREATE OR REPLACE` counts only for the
 # non-table objects (views, routines, triggers, users...): MariaDB's `CREATE OR REPLACE TABLE`,
 # `... DATABASE` and `... [UNIQUE] INDEX` go to the DDL parser like their plain forms.
-_NON_DDL = re.compile(r"(?is)^\s*(begin|commit|rollback|savepoint|release\s+savepoint|xa\s|set\s|flush\s|"
-                      r"analyze\s|optimize\s|repair\s|grant\s|revoke\s|create\s+(definer|user|role|function|"
-                      r"procedure|trigger|event|view|or\s+replace\s+(?!\s*(?:(?:temporary\s+)?table|database|schema|"
-                      r"(?:(?:unique|fulltext|spatial)\s+)?index)\b))|drop\s+(user|role|function|procedure|trigger|"
-                      r"event|view)|alter\s+(user|event|view|function|procedure)|#|/\*)")
+_NON_DDL = re.compile(
+    r"(?is)^\s*(begin|commit|rollback|savepoint|release\s+savepoint|xa\s|set\s|flush\s|"
+    r"analyze\s|optimize\s|repair\s|grant\s|revoke\s|create\s+(definer|user|role|function|"
+    r"procedure|trigger|event|view|or\s+replace\s+(?!\s*(?:(?:temporary\s+)?table|database|schema|"
+    r"(?:(?:unique|fulltext|spatial)\s+)?index)\b))|drop\s+(user|role|function|procedure|trigger|"
+    r"event|view)|alter\s+(user|event|view|function|procedure)|#|/\*)"
+)
 
 
 @dataclass(slots=True)
@@ -62,7 +64,7 @@ class RowChange:
     source: SourceInfo
     txn_id: str
     offset: dict[str, Any]  # resume point just after this row
-    pos: tuple[int, ...]    # total order (see offset_key)
+    pos: tuple[int, ...]  # total order (see offset_key)
 
 
 @dataclass(slots=True)
@@ -106,8 +108,12 @@ def offset_key(offset: dict[str, Any] | None) -> tuple[int, ...]:
     """Total order of MySQL offsets: (file index, transaction start pos, event, row)."""
     if not offset:
         return (0, 0, 0, 0)
-    return (file_index(str(offset.get("file", ""))), int(offset.get("pos", 0)), int(offset.get("event", 0)),
-            int(offset.get("row", 0)))
+    return (
+        file_index(str(offset.get("file", ""))),
+        int(offset.get("pos", 0)),
+        int(offset.get("event", 0)),
+        int(offset.get("row", 0)),
+    )
 
 
 class _Tx:
@@ -172,10 +178,24 @@ class Translator:
         """Resume point between transactions (or inside one, with skip counts)."""
         tx = self._tx
         if tx is None:
-            return {"file": self.file, "pos": self._next_pos, "gtids": str(self.gtids), "event": 0, "row": 0,
-                    "server_id": self._server_id, "ts_sec": self._ts}
-        return {"file": tx.file, "pos": tx.pos, "gtids": tx.gtids_before, "event": tx.events, "row": 0,
-                "server_id": self._server_id, "ts_sec": self._ts}
+            return {
+                "file": self.file,
+                "pos": self._next_pos,
+                "gtids": str(self.gtids),
+                "event": 0,
+                "row": 0,
+                "server_id": self._server_id,
+                "ts_sec": self._ts,
+            }
+        return {
+            "file": tx.file,
+            "pos": tx.pos,
+            "gtids": tx.gtids_before,
+            "event": tx.events,
+            "row": 0,
+            "server_id": self._server_id,
+            "ts_sec": self._ts,
+        }
 
     # ------------------------------------------------------------------ translation
     def feed(self, ev: Event) -> list[Item] | tuple[()]:
@@ -235,8 +255,15 @@ class Translator:
         if tx.gtid:
             self.gtids.add(tx.gtid)
         file = self.file
-        off = {"file": file, "pos": next_pos, "gtids": str(self.gtids), "event": 0, "row": 0,
-               "server_id": self._server_id, "ts_sec": self._ts}  # == self.offset() outside a transaction
+        off = {
+            "file": file,
+            "pos": next_pos,
+            "gtids": str(self.gtids),
+            "event": 0,
+            "row": 0,
+            "server_id": self._server_id,
+            "ts_sec": self._ts,
+        }  # == self.offset() outside a transaction
         return [TxEnd(tx.txid, off, (file_index(file), next_pos, 0, 0), ev.ts * 1000)]
 
     def _rows(self, ev: Event) -> list[Item] | tuple[()]:
@@ -263,13 +290,31 @@ class Translator:
                 continue
             # The resume point just after this row: the next row of this event, or the next event.
             event, row = (n_ev, 0) if i == last else (n_ev - 1, i + 1)
-            off = {"file": file, "pos": pos, "gtids": gtids, "server_id": server_id, "ts_sec": ts_sec,
-                   "event": event, "row": row}
+            off = {
+                "file": file,
+                "pos": pos,
+                "gtids": gtids,
+                "server_id": server_id,
+                "ts_sec": ts_sec,
+                "event": event,
+                "row": row,
+            }
             # pos == offset_key(off): a sink holding everything up to an offset holds exactly the
             # rows whose pos is not above it.
-            out.append(RowChange(db, table, op, before, after, model,
-                                 SourceInfo(server_id, gtid, file, ev_pos, i, thread, query, ts_ms, db, table),
-                                 txid, off, (fidx, pos, event, row)))
+            out.append(
+                RowChange(
+                    db,
+                    table,
+                    op,
+                    before,
+                    after,
+                    model,
+                    SourceInfo(server_id, gtid, file, ev_pos, i, thread, query, ts_ms, db, table),
+                    txid,
+                    off,
+                    (fidx, pos, event, row),
+                )
+            )
         return out
 
     def _ddl(self, ev: Event, q: str) -> Iterator[Item]:
@@ -301,8 +346,18 @@ class Translator:
         off = self.offset()
         # source.pos: the statement's own event, as Debezium sets it for every event it handles
         tables = ",".join(dict.fromkeys(c.table for c in result.changes)) or None  # Debezium's tableEvent
-        src = SourceInfo(ev.server_id, self._pending_gtid, self.file, ev.pos, 0, self._begin_thread, None,
-                         ev.ts * 1000, result.database or ev.db, tables)
+        src = SourceInfo(
+            ev.server_id,
+            self._pending_gtid,
+            self.file,
+            ev.pos,
+            0,
+            self._begin_thread,
+            None,
+            ev.ts * 1000,
+            result.database or ev.db,
+            tables,
+        )
         # Above the offset before this statement (fidx, gtid_pos, 0, 0), not above the one after it.
         key = (file_index(self.file), gtid_pos, 0, 1)
         if result.kind == "truncate":

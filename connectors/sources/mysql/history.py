@@ -33,20 +33,22 @@ from connectors.sources.mysql.model import Column, Table, Tables
 
 log = logging.getLogger(__name__)
 
-SCHEMA = pa.schema([
-    pa.field("connector", pa.string(), nullable=False),
-    pa.field("seq", pa.int64(), nullable=False),
-    pa.field("file", pa.string()),
-    pa.field("pos", pa.int64()),
-    pa.field("gtids", pa.string()),
-    pa.field("event", pa.int64()),
-    pa.field("server_id", pa.int64()),
-    pa.field("db", pa.string()),
-    pa.field("ddl", pa.string()),
-    pa.field("table_changes", pa.string()),
-    pa.field("db_charset", pa.string()),
-    pa.field("ts_ms", pa.int64()),
-])
+SCHEMA = pa.schema(
+    [
+        pa.field("connector", pa.string(), nullable=False),
+        pa.field("seq", pa.int64(), nullable=False),
+        pa.field("file", pa.string()),
+        pa.field("pos", pa.int64()),
+        pa.field("gtids", pa.string()),
+        pa.field("event", pa.int64()),
+        pa.field("server_id", pa.int64()),
+        pa.field("db", pa.string()),
+        pa.field("ddl", pa.string()),
+        pa.field("table_changes", pa.string()),
+        pa.field("db_charset", pa.string()),
+        pa.field("ts_ms", pa.int64()),
+    ]
+)
 
 
 SNAPSHOT_EVENT = -1  # `event` value of records written by a schema snapshot
@@ -74,11 +76,17 @@ class DeltaSchemaHistory:
     """Schema history of one connector. `table_filter(db, table)`/`db_filter(db)` say what is
     captured; with `store.only.captured.*.ddl` the others are not recorded."""
 
-    def __init__(self, warehouse: str | Path, connector: str, *,
-                 table_filter: Callable[[str, str], bool] = lambda d, t: True,
-                 db_filter: Callable[[str], bool] = lambda d: True,
-                 store_only_captured_tables: bool = False, store_only_captured_databases: bool = False,
-                 storage_options: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        warehouse: str | Path,
+        connector: str,
+        *,
+        table_filter: Callable[[str, str], bool] = lambda d, t: True,
+        db_filter: Callable[[str], bool] = lambda d: True,
+        store_only_captured_tables: bool = False,
+        store_only_captured_databases: bool = False,
+        storage_options: Mapping[str, str] | None = None,
+    ) -> None:
         self.uri = f"{str(warehouse).rstrip('/')}/_state/schema_history"
         self.connector = connector
         self.table_filter, self.db_filter = table_filter, db_filter
@@ -98,7 +106,8 @@ class DeltaSchemaHistory:
             targets = ddl_targets(rec.ddl, rec.db or None)
             if targets is not None:
                 return any(self.table_filter(d, t) for d, t in targets.tables) or any(
-                    self.db_filter(d) for d in targets.databases)
+                    self.db_filter(d) for d in targets.databases
+                )
         return True
 
     def record(self, records: list[HistoryRecord]) -> int:
@@ -122,14 +131,30 @@ class DeltaSchemaHistory:
             cols["server_id"].append(r.server_id)
             cols["db"].append(r.db)
             cols["ddl"].append(r.ddl)
-            cols["table_changes"].append(orjson.dumps([
-                {"type": c.type, "db": c.db, "table": c.table, "old_table": c.old_table,
-                 "definition": c.definition.to_dict()} for c in r.changes]).decode())
+            cols["table_changes"].append(
+                orjson.dumps(
+                    [
+                        {
+                            "type": c.type,
+                            "db": c.db,
+                            "table": c.table,
+                            "old_table": c.old_table,
+                            "definition": c.definition.to_dict(),
+                        }
+                        for c in r.changes
+                    ]
+                ).decode()
+            )
             cols["db_charset"].append(r.db_charset)
             cols["ts_ms"].append(r.ts_ms or int(time.time() * 1000))
         try:
-            write_deltalake(self.uri, pa.table(cols, schema=SCHEMA), mode="append", partition_by=["connector"],
-                            storage_options=self.storage_options or None)
+            write_deltalake(
+                self.uri,
+                pa.table(cols, schema=SCHEMA),
+                mode="append",
+                partition_by=["connector"],
+                storage_options=self.storage_options or None,
+            )
         except (DeltaError, OSError) as e:
             raise TransientError(f"cannot write the schema history at {self.uri}: {e}") from None
         self._seq = seq
@@ -184,7 +209,8 @@ class DeltaSchemaHistory:
 
         try:
             DeltaTable(self.uri, storage_options=self.storage_options or None).delete(
-                f"connector = {_sql_str(self.connector)}")
+                f"connector = {_sql_str(self.connector)}"
+            )
         except TableNotFoundError:
             pass
         self._seq = None
@@ -207,44 +233,81 @@ def apply_record(tables: Tables, r: Mapping[str, Any]) -> None:
 
 
 # --------------------------------------------------------------------------- schema change event
-_COLUMN = struct("io.debezium.connector.schema.Column", [
-    ("name", prim("string")), ("jdbcType", prim("int32")), ("nativeType", prim("int32", optional=True)),
-    ("typeName", prim("string")), ("typeExpression", prim("string", optional=True)),
-    ("charsetName", prim("string", optional=True)), ("length", prim("int32", optional=True)),
-    ("scale", prim("int32", optional=True)), ("position", prim("int32")),
-    ("optional", prim("boolean", optional=True)), ("autoIncremented", prim("boolean", optional=True)),
-    ("generated", prim("boolean", optional=True)), ("comment", prim("string", optional=True)),
-    ("defaultValueExpression", prim("string", optional=True)),
-    ("enumValues", Schema("array", optional=True, items=prim("string"))),
-], version=1)
-_TABLE = struct("io.debezium.connector.schema.Table", [
-    ("defaultCharsetName", prim("string", optional=True)),
-    ("primaryKeyColumnNames", Schema("array", optional=True, items=prim("string"))),
-    ("columns", Schema("array", items=_COLUMN)),
-    ("comment", prim("string", optional=True)),
-], optional=True, version=1)
-_CHANGE = struct("io.debezium.connector.schema.Change", [
-    ("type", prim("string")), ("id", prim("string")), ("table", _TABLE)], version=1)
+_COLUMN = struct(
+    "io.debezium.connector.schema.Column",
+    [
+        ("name", prim("string")),
+        ("jdbcType", prim("int32")),
+        ("nativeType", prim("int32", optional=True)),
+        ("typeName", prim("string")),
+        ("typeExpression", prim("string", optional=True)),
+        ("charsetName", prim("string", optional=True)),
+        ("length", prim("int32", optional=True)),
+        ("scale", prim("int32", optional=True)),
+        ("position", prim("int32")),
+        ("optional", prim("boolean", optional=True)),
+        ("autoIncremented", prim("boolean", optional=True)),
+        ("generated", prim("boolean", optional=True)),
+        ("comment", prim("string", optional=True)),
+        ("defaultValueExpression", prim("string", optional=True)),
+        ("enumValues", Schema("array", optional=True, items=prim("string"))),
+    ],
+    version=1,
+)
+_TABLE = struct(
+    "io.debezium.connector.schema.Table",
+    [
+        ("defaultCharsetName", prim("string", optional=True)),
+        ("primaryKeyColumnNames", Schema("array", optional=True, items=prim("string"))),
+        ("columns", Schema("array", items=_COLUMN)),
+        ("comment", prim("string", optional=True)),
+    ],
+    optional=True,
+    version=1,
+)
+_CHANGE = struct(
+    "io.debezium.connector.schema.Change",
+    [("type", prim("string")), ("id", prim("string")), ("table", _TABLE)],
+    version=1,
+)
 
 
 def schema_change_schemas(connector: str = "mysql") -> tuple[Schema, Schema]:
     """(key schema, value schema) of schema change events; `connector` is mysql or mariadb."""
     source = MARIADB_SOURCE if connector == "mariadb" else MYSQL_SOURCE
-    key = struct(f"io.debezium.connector.{connector}.SchemaChangeKey", [("databaseName", prim("string"))], version=1)
-    value = struct(f"io.debezium.connector.{connector}.SchemaChangeValue", [
-        ("source", source), ("ts_ms", prim("int64")), ("databaseName", prim("string", optional=True)),
-        ("schemaName", prim("string", optional=True)), ("ddl", prim("string", optional=True)),
-        ("tableChanges", Schema("array", items=_CHANGE)),
-    ], version=1)
+    key = struct(
+        f"io.debezium.connector.{connector}.SchemaChangeKey", [("databaseName", prim("string"))], version=1
+    )
+    value = struct(
+        f"io.debezium.connector.{connector}.SchemaChangeValue",
+        [
+            ("source", source),
+            ("ts_ms", prim("int64")),
+            ("databaseName", prim("string", optional=True)),
+            ("schemaName", prim("string", optional=True)),
+            ("ddl", prim("string", optional=True)),
+            ("tableChanges", Schema("array", items=_CHANGE)),
+        ],
+        version=1,
+    )
     return key, value
 
 
 def column_struct(c: Column) -> dict[str, Any]:
     return {
-        "name": c.name, "jdbcType": c.jdbc_type, "nativeType": None, "typeName": c.type_name,
-        "typeExpression": c.type_expression or c.type_name, "charsetName": c.charset, "length": c.length,
-        "scale": c.scale, "position": c.position, "optional": c.optional, "autoIncremented": c.auto_increment,
-        "generated": c.generated, "comment": c.comment,
+        "name": c.name,
+        "jdbcType": c.jdbc_type,
+        "nativeType": None,
+        "typeName": c.type_name,
+        "typeExpression": c.type_expression or c.type_name,
+        "charsetName": c.charset,
+        "length": c.length,
+        "scale": c.scale,
+        "position": c.position,
+        "optional": c.optional,
+        "autoIncremented": c.auto_increment,
+        "generated": c.generated,
+        "comment": c.comment,
         "defaultValueExpression": c.default if c.has_default and c.default is not None else None,
         "enumValues": ["'" + v.replace("'", "''") + "'" for v in c.enum_values] or None,
     }
@@ -252,14 +315,27 @@ def column_struct(c: Column) -> dict[str, Any]:
 
 def table_change_struct(ch: TableChange) -> dict[str, Any]:
     t = ch.definition
-    return {"type": ch.type, "id": ch.id, "table": {
-        "defaultCharsetName": t.default_charset, "primaryKeyColumnNames": list(t.primary_key),
-        "columns": [column_struct(c) for c in t.columns], "comment": t.comment}}
+    return {
+        "type": ch.type,
+        "id": ch.id,
+        "table": {
+            "defaultCharsetName": t.default_charset,
+            "primaryKeyColumnNames": list(t.primary_key),
+            "columns": [column_struct(c) for c in t.columns],
+            "comment": t.comment,
+        },
+    }
 
 
-def schema_change_value(source: dict[str, Any], ts_ms: int, db: str, ddl: str,
-                        changes: list[TableChange]) -> tuple[dict[str, Any], dict[str, Any]]:
+def schema_change_value(
+    source: dict[str, Any], ts_ms: int, db: str, ddl: str, changes: list[TableChange]
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """(key payload, value payload) of one schema change event."""
     return {"databaseName": db}, {
-        "source": source, "ts_ms": ts_ms, "databaseName": db, "schemaName": None, "ddl": ddl,
-        "tableChanges": [table_change_struct(c) for c in changes]}
+        "source": source,
+        "ts_ms": ts_ms,
+        "databaseName": db,
+        "schemaName": None,
+        "ddl": ddl,
+        "tableChanges": [table_change_struct(c) for c in changes],
+    }

@@ -66,11 +66,11 @@ def _value(buf: bytes, t: int, pos: int, out: list[str], _large: bool) -> None:
         out.append(java_double(struct.unpack_from("<d", buf, pos)[0]))
     elif t == 12:
         n, p = _varlen(buf, pos)
-        out.append(_quote(buf[p:p + n].decode("utf-8", "replace")))
+        out.append(_quote(buf[p : p + n].decode("utf-8", "replace")))
     elif t == 15:
         ftype = buf[pos]
         n, p = _varlen(buf, pos + 1)
-        out.append(_opaque(ftype, buf[p:p + n]))
+        out.append(_opaque(ftype, buf[p : p + n]))
     else:
         raise ValueError(f"unknown JSON binary type {t}")
 
@@ -87,7 +87,7 @@ def _container(buf: bytes, t: int, pos: int, out: list[str]) -> None:
         for _ in range(count):
             koff = struct.unpack_from(fmt, buf, p)[0]
             klen = struct.unpack_from("<H", buf, p + osz)[0]
-            keys.append(buf[base + koff:base + koff + klen].decode("utf-8", "replace"))
+            keys.append(buf[base + koff : base + koff + klen].decode("utf-8", "replace"))
             p += osz + 2
     out.append("{" if is_obj else "[")
     for i in range(count):
@@ -142,14 +142,17 @@ def decimal_reader(precision: int, scale: int) -> tuple[int, Callable[[bytes, in
     has every byte inverted. As one big-endian integer each group is a bit field."""
     intg0, intg0x = divmod(precision - scale, 9)
     frac0, frac0x = divmod(scale, 9)
-    widths = ([(_DIG2BYTES[intg0x], intg0x)] if intg0x else []) + [(4, 9)] * (intg0 + frac0) + \
-        ([(_DIG2BYTES[frac0x], frac0x)] if frac0x else [])
+    widths = (
+        ([(_DIG2BYTES[intg0x], intg0x)] if intg0x else [])
+        + [(4, 9)] * (intg0 + frac0)
+        + ([(_DIG2BYTES[frac0x], frac0x)] if frac0x else [])
+    )
     size = sum(b for b, _ in widths)
     top, full = 1 << (size * 8 - 1), (1 << (size * 8)) - 1
     groups: list[tuple[int, int, int]] = []  # (bit shift, mask, decimal weight), least significant first
     shift = digits = 0
     for nbytes, ndig in reversed(widths):
-        groups.append((shift, (1 << (nbytes * 8)) - 1, 10 ** digits))
+        groups.append((shift, (1 << (nbytes * 8)) - 1, 10**digits))
         shift += nbytes * 8
         digits += ndig
     frm = int.from_bytes
@@ -158,32 +161,35 @@ def decimal_reader(precision: int, scale: int) -> tuple[int, Callable[[bytes, in
         (_, m0, _) = groups[0]
 
         def read1(buf: bytes, off: int) -> int:
-            v = frm(buf[off:off + size], "big")
+            v = frm(buf[off : off + size], "big")
             if v & top:
                 return (v ^ top) & m0
             return -((v ^ top ^ full) & m0)
+
         return size, read1
 
     if len(groups) == 2:
         (_, m0, _), (s1, m1, w1) = groups
 
         def read2(buf: bytes, off: int) -> int:
-            v = frm(buf[off:off + size], "big")
+            v = frm(buf[off : off + size], "big")
             if v & top:
                 v ^= top
                 return (v >> s1 & m1) * w1 + (v & m0)
             v ^= top ^ full
             return -((v >> s1 & m1) * w1 + (v & m0))
+
         return size, read2
 
     def readn(buf: bytes, off: int) -> int:
-        v = frm(buf[off:off + size], "big")
+        v = frm(buf[off : off + size], "big")
         neg = not v & top
         v ^= (top ^ full) if neg else top
         u = 0
         for s, m, w in groups:
             u += (v >> s & m) * w
         return -u if neg else u
+
     return size, readn
 
 
@@ -195,7 +201,7 @@ def decode_decimal(buf: bytes, off: int, precision: int, scale: int) -> tuple[ob
     intg0, intg0x = divmod(intg, 9)
     frac0, frac0x = divmod(scale, 9)
     size = intg0 * 4 + _DIG2BYTES[intg0x] + frac0 * 4 + _DIG2BYTES[frac0x]
-    raw = bytearray(buf[off:off + size])
+    raw = bytearray(buf[off : off + size])
     positive = bool(raw[0] & 0x80)
     raw[0] ^= 0x80
     if not positive:
@@ -204,16 +210,16 @@ def decode_decimal(buf: bytes, off: int, precision: int, scale: int) -> tuple[ob
     value = 0
     n = _DIG2BYTES[intg0x]
     if n:
-        value = int.from_bytes(raw[p:p + n], "big")
+        value = int.from_bytes(raw[p : p + n], "big")
         p += n
     for _ in range(intg0):
-        value = value * 1_000_000_000 + int.from_bytes(raw[p:p + 4], "big")
+        value = value * 1_000_000_000 + int.from_bytes(raw[p : p + 4], "big")
         p += 4
     for _ in range(frac0):
-        value = value * 1_000_000_000 + int.from_bytes(raw[p:p + 4], "big")
+        value = value * 1_000_000_000 + int.from_bytes(raw[p : p + 4], "big")
         p += 4
     n = _DIG2BYTES[frac0x]
     if n:
-        value = value * 10 ** frac0x + int.from_bytes(raw[p:p + n], "big")
+        value = value * 10**frac0x + int.from_bytes(raw[p : p + n], "big")
     digits = tuple(int(c) for c in str(value))
     return decimal.Decimal((0 if positive else 1, digits, -scale)), off + size

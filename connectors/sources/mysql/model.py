@@ -39,30 +39,101 @@ OTHER = 1111
 
 # Base type keyword (first word of typeName) → jdbcType, as MySqlAntlrDdlParser registers them.
 JDBC_TYPES: dict[str, int] = {
-    "CHAR": CHAR, "CHARACTER": CHAR, "VARCHAR": VARCHAR, "TINYTEXT": VARCHAR, "TEXT": VARCHAR,
-    "MEDIUMTEXT": VARCHAR, "LONGTEXT": VARCHAR, "NCHAR": NCHAR, "NVARCHAR": NVARCHAR,
-    "TINYINT": SMALLINT, "INT1": SMALLINT, "SMALLINT": SMALLINT, "INT2": SMALLINT,
-    "MEDIUMINT": INTEGER, "INT3": INTEGER, "MIDDLEINT": INTEGER, "INT": INTEGER, "INTEGER": INTEGER,
-    "INT4": INTEGER, "BIGINT": BIGINT, "INT8": BIGINT, "REAL": REAL, "DOUBLE": DOUBLE,
-    "FLOAT8": DOUBLE, "FLOAT": FLOAT, "FLOAT4": FLOAT, "DECIMAL": DECIMAL, "DEC": DECIMAL,
-    "FIXED": DECIMAL, "NUMERIC": NUMERIC, "BIT": BIT, "TIME": TIME,
-    "TIMESTAMP": TIMESTAMP_WITH_TIMEZONE, "DATETIME": TIMESTAMP, "BINARY": BINARY,
-    "VARBINARY": VARBINARY, "BLOB": BLOB, "TINYBLOB": BLOB, "MEDIUMBLOB": BLOB, "LONGBLOB": BLOB,
-    "YEAR": INTEGER, "DATE": DATE, "BOOL": BOOLEAN, "BOOLEAN": BOOLEAN, "SERIAL": BIGINT,
-    "ENUM": CHAR, "SET": CHAR, "JSON": OTHER, "GEOMETRY": OTHER, "POINT": OTHER,
-    "LINESTRING": OTHER, "POLYGON": OTHER, "MULTIPOINT": OTHER, "MULTILINESTRING": OTHER,
-    "MULTIPOLYGON": OTHER, "GEOMETRYCOLLECTION": OTHER, "GEOMCOLLECTION": OTHER, "VECTOR": OTHER,
+    "CHAR": CHAR,
+    "CHARACTER": CHAR,
+    "VARCHAR": VARCHAR,
+    "TINYTEXT": VARCHAR,
+    "TEXT": VARCHAR,
+    "MEDIUMTEXT": VARCHAR,
+    "LONGTEXT": VARCHAR,
+    "NCHAR": NCHAR,
+    "NVARCHAR": NVARCHAR,
+    "TINYINT": SMALLINT,
+    "INT1": SMALLINT,
+    "SMALLINT": SMALLINT,
+    "INT2": SMALLINT,
+    "MEDIUMINT": INTEGER,
+    "INT3": INTEGER,
+    "MIDDLEINT": INTEGER,
+    "INT": INTEGER,
+    "INTEGER": INTEGER,
+    "INT4": INTEGER,
+    "BIGINT": BIGINT,
+    "INT8": BIGINT,
+    "REAL": REAL,
+    "DOUBLE": DOUBLE,
+    "FLOAT8": DOUBLE,
+    "FLOAT": FLOAT,
+    "FLOAT4": FLOAT,
+    "DECIMAL": DECIMAL,
+    "DEC": DECIMAL,
+    "FIXED": DECIMAL,
+    "NUMERIC": NUMERIC,
+    "BIT": BIT,
+    "TIME": TIME,
+    "TIMESTAMP": TIMESTAMP_WITH_TIMEZONE,
+    "DATETIME": TIMESTAMP,
+    "BINARY": BINARY,
+    "VARBINARY": VARBINARY,
+    "BLOB": BLOB,
+    "TINYBLOB": BLOB,
+    "MEDIUMBLOB": BLOB,
+    "LONGBLOB": BLOB,
+    "YEAR": INTEGER,
+    "DATE": DATE,
+    "BOOL": BOOLEAN,
+    "BOOLEAN": BOOLEAN,
+    "SERIAL": BIGINT,
+    "ENUM": CHAR,
+    "SET": CHAR,
+    "JSON": OTHER,
+    "GEOMETRY": OTHER,
+    "POINT": OTHER,
+    "LINESTRING": OTHER,
+    "POLYGON": OTHER,
+    "MULTIPOINT": OTHER,
+    "MULTILINESTRING": OTHER,
+    "MULTIPOLYGON": OTHER,
+    "GEOMETRYCOLLECTION": OTHER,
+    "GEOMCOLLECTION": OTHER,
+    "VECTOR": OTHER,
     # MariaDB-only: UUID as MariaDbAntlrDdlParser registers it; INET4/INET6 are unknown to Debezium's
     # grammar and get PostgreSQL's `inet` treatment (OTHER, a string) here
-    "UUID": OTHER, "INET4": OTHER, "INET6": OTHER,
+    "UUID": OTHER,
+    "INET4": OTHER,
+    "INET6": OTHER,
 }
 
-STRING_TYPES = frozenset({"CHAR", "CHARACTER", "VARCHAR", "TINYTEXT", "TEXT", "MEDIUMTEXT", "LONGTEXT",
-                          "NCHAR", "NVARCHAR", "ENUM", "SET"})
+STRING_TYPES = frozenset(
+    {
+        "CHAR",
+        "CHARACTER",
+        "VARCHAR",
+        "TINYTEXT",
+        "TEXT",
+        "MEDIUMTEXT",
+        "LONGTEXT",
+        "NCHAR",
+        "NVARCHAR",
+        "ENUM",
+        "SET",
+    }
+)
 # Base type words a column may have besides the JDBC_TYPES keys (`NATIONAL CHAR`, `LONG VARCHAR`).
 KNOWN_TYPES = frozenset(JDBC_TYPES) | {"NATIONAL", "LONG"}
-SPATIAL_TYPES = frozenset({"GEOMETRY", "POINT", "LINESTRING", "POLYGON", "MULTIPOINT", "MULTILINESTRING",
-                           "MULTIPOLYGON", "GEOMETRYCOLLECTION", "GEOMCOLLECTION"})
+SPATIAL_TYPES = frozenset(
+    {
+        "GEOMETRY",
+        "POINT",
+        "LINESTRING",
+        "POLYGON",
+        "MULTIPOINT",
+        "MULTILINESTRING",
+        "MULTIPOLYGON",
+        "GEOMETRYCOLLECTION",
+        "GEOMCOLLECTION",
+    }
+)
 
 
 @dataclass
@@ -83,7 +154,7 @@ class Column:
     charset: str | None = None
     has_default: bool = False
     default: str | None = None
-    default_is_expr: bool = False   # CURRENT_TIMESTAMP, NOW(), other expressions
+    default_is_expr: bool = False  # CURRENT_TIMESTAMP, NOW(), other expressions
     enum_values: list[str] = field(default_factory=list)
     comment: str | None = None
     type_expression: str | None = None
@@ -129,14 +200,25 @@ class Table:
             c.position = i
 
     def to_dict(self) -> dict[str, Any]:
-        return {"db": self.db, "name": self.name, "columns": [c.to_dict() for c in self.columns],
-                "primary_key": list(self.primary_key), "default_charset": self.default_charset,
-                "comment": self.comment}
+        return {
+            "db": self.db,
+            "name": self.name,
+            "columns": [c.to_dict() for c in self.columns],
+            "primary_key": list(self.primary_key),
+            "default_charset": self.default_charset,
+            "comment": self.comment,
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Table":
-        return cls(d["db"], d["name"], [Column.from_dict(c) for c in d["columns"]],
-                   list(d.get("primary_key") or []), d.get("default_charset"), d.get("comment"))
+        return cls(
+            d["db"],
+            d["name"],
+            [Column.from_dict(c) for c in d["columns"]],
+            list(d.get("primary_key") or []),
+            d.get("default_charset"),
+            d.get("comment"),
+        )
 
 
 @dataclass
@@ -173,12 +255,17 @@ class Tables:
         return copy.deepcopy(self)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"tables": [t.to_dict() for t in self.tables.values()], "db_charsets": dict(self.db_charsets),
-                "server_charset": self.server_charset}
+        return {
+            "tables": [t.to_dict() for t in self.tables.values()],
+            "db_charsets": dict(self.db_charsets),
+            "server_charset": self.server_charset,
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Tables":
-        out = cls(db_charsets=dict(d.get("db_charsets") or {}), server_charset=d.get("server_charset") or "utf8mb4")
+        out = cls(
+            db_charsets=dict(d.get("db_charsets") or {}), server_charset=d.get("server_charset") or "utf8mb4"
+        )
         for td in d.get("tables") or []:
             out.put(Table.from_dict(td))
         return out

@@ -28,15 +28,22 @@ log = logging.getLogger(__name__)
 
 def settings_from_props(props: Mapping[str, Any]) -> ConnectionSettings:
     mode = tls.ssl_mode(props)
-    return ConnectionSettings(str(props.get("database.hostname", "localhost")), int(props.get("database.port", 3306)),
-                              str(props.get("database.user", "")), str(props.get("database.password", "") or ""),
-                              float(props.get("connect.timeout.ms", 30000)) / 1000,
-                              ssl_mode=mode, ssl_context=tls.ssl_context(props, mode),
-                              ssl_mode_name=str(props.get("database.ssl.mode") or mode).strip().lower(),
-                              initial_statements=tuple(split_statements(props.get("database.initial.statements"))))
+    return ConnectionSettings(
+        str(props.get("database.hostname", "localhost")),
+        int(props.get("database.port", 3306)),
+        str(props.get("database.user", "")),
+        str(props.get("database.password", "") or ""),
+        float(props.get("connect.timeout.ms", 30000)) / 1000,
+        ssl_mode=mode,
+        ssl_context=tls.ssl_context(props, mode),
+        ssl_mode_name=str(props.get("database.ssl.mode") or mode).strip().lower(),
+        initial_statements=tuple(split_statements(props.get("database.initial.statements"))),
+    )
 
 
-def connect(s: ConnectionSettings, *, unreachable_is_transient: bool = False) -> pymysql.connections.Connection:
+def connect(
+    s: ConnectionSettings, *, unreachable_is_transient: bool = False
+) -> pymysql.connections.Connection:
     """The set-up connection, with `database.initial.statements` run on it. Unreachable is
     terminal unless the caller has reached the server before (see `connection_error`)."""
     try:
@@ -65,7 +72,8 @@ def run_initial_statements(conn: pymysql.connections.Connection, s: ConnectionSe
                 f"database.initial.statements: statement {i} of {total} failed on {s.host}:{s.port} "
                 f"with server error {code}",
                 "run that statement in the mysql client as the connector's user to see the server's message, "
-                "then fix it") from None
+                "then fix it",
+            ) from None
     log.info("ran %d database.initial.statements on a new connection to %s:%s", total, s.host, s.port)
 
 
@@ -83,20 +91,28 @@ def check_server(conn: pymysql.connections.Connection, server_id: int | None = N
     mariadb = "mariadb" in version.lower()
     log_bin = (_var(cur, "log_bin") or "OFF").upper()
     if log_bin not in ("ON", "1"):
-        raise TerminalError("binary logging is off on the server (log_bin=OFF)",
-                            "start the server with log-bin=mysql-bin, binlog_format=ROW, binlog_row_image=FULL")
+        raise TerminalError(
+            "binary logging is off on the server (log_bin=OFF)",
+            "start the server with log-bin=mysql-bin, binlog_format=ROW, binlog_row_image=FULL",
+        )
     fmt = (_var(cur, "binlog_format") or "").upper()
     if fmt != "ROW":
-        raise TerminalError(f"binlog_format is {fmt}, the connector needs ROW",
-                            "SET GLOBAL binlog_format='ROW' and set binlog_format=ROW in the server config")
+        raise TerminalError(
+            f"binlog_format is {fmt}, the connector needs ROW",
+            "SET GLOBAL binlog_format='ROW' and set binlog_format=ROW in the server config",
+        )
     image = (_var(cur, "binlog_row_image") or "FULL").upper()
     if image != "FULL":
-        raise TerminalError(f"binlog_row_image is {image}, the connector needs FULL",
-                            "SET GLOBAL binlog_row_image='FULL' and set it in the server config")
+        raise TerminalError(
+            f"binlog_row_image is {image}, the connector needs FULL",
+            "SET GLOBAL binlog_row_image='FULL' and set it in the server config",
+        )
     opts = (_var(cur, "binlog_row_value_options") or "").upper()
     if "PARTIAL_JSON" in opts:
-        raise TerminalError("binlog_row_value_options=PARTIAL_JSON: UPDATE events of JSON columns are unreadable",
-                            "SET GLOBAL binlog_row_value_options='' and set it in the server config")
+        raise TerminalError(
+            "binlog_row_value_options=PARTIAL_JSON: UPDATE events of JSON columns are unreadable",
+            "SET GLOBAL binlog_row_value_options='' and set it in the server config",
+        )
     check_grants(cur)
     if server_id is not None:
         check_server_id(cur, server_id)
@@ -115,8 +131,10 @@ def check_grants(cur: Any) -> None:
         if priv not in text and alt not in text:
             missing.append(priv)
     if missing:
-        raise TerminalError(f"the connector user lacks {' and '.join(missing)}",
-                            f"GRANT SELECT, RELOAD, SHOW DATABASES, {', '.join(missing)} ON *.* TO <user>")
+        raise TerminalError(
+            f"the connector user lacks {' and '.join(missing)}",
+            f"GRANT SELECT, RELOAD, SHOW DATABASES, {', '.join(missing)} ON *.* TO <user>",
+        )
 
 
 def _replica_hosts(cur: Any) -> list[Any]:
@@ -141,16 +159,24 @@ def check_server_id(cur: Any, server_id: int, grace_s: float = 6.0) -> None:
         time.sleep(0.25)
     for r in rows:
         if int(r[0]) == server_id:
-            raise TerminalError(f"database.server.id={server_id} is already used by another replica ({r[1]}:{r[2]})",
-                                "give database.server.id a value no other replica or connector uses")
+            raise TerminalError(
+                f"database.server.id={server_id} is already used by another replica ({r[1]}:{r[2]})",
+                "give database.server.id a value no other replica or connector uses",
+            )
     cur.execute("SELECT @@server_id")
     if int(cur.fetchone()[0]) == server_id:
-        raise TerminalError(f"database.server.id={server_id} equals the server's own server_id",
-                            "choose another database.server.id")
+        raise TerminalError(
+            f"database.server.id={server_id} equals the server's own server_id",
+            "choose another database.server.id",
+        )
 
 
-def check_position(conn: pymysql.connections.Connection, offset: Mapping[str, Any], mariadb: bool,
-                   config_path: str | None = None) -> None:
+def check_position(
+    conn: pymysql.connections.Connection,
+    offset: Mapping[str, Any],
+    mariadb: bool,
+    config_path: str | None = None,
+) -> None:
     """A stored offset must still be readable: its binlog file (or GTIDs) not purged."""
     hint = recovery_hint(config_path)
     cur = conn.cursor()
@@ -161,12 +187,16 @@ def check_position(conn: pymysql.connections.Connection, offset: Mapping[str, An
     if gtids and not mariadb:
         purged = _var(cur, "gtid_purged") or ""
         if purged and not GtidSet.parse(gtids).contains(GtidSet.parse(purged)):
-            raise TerminalError(f"the stored GTID set {gtids} misses transactions the server purged ({purged})",
-                                hint)
+            raise TerminalError(
+                f"the stored GTID set {gtids} misses transactions the server purged ({purged})", hint
+            )
         return
     if file and file not in files:
-        raise TerminalError(f"the stored binlog file {file} is no longer on the server (oldest is "
-                            f"{files[0] if files else 'none'}): it was purged", hint)
+        raise TerminalError(
+            f"the stored binlog file {file} is no longer on the server (oldest is "
+            f"{files[0] if files else 'none'}): it was purged",
+            hint,
+        )
     if gtids and mariadb:
         try:
             cur.execute("SELECT BINLOG_GTID_POS(%s, 4)", (files[0],))
@@ -177,5 +207,6 @@ def check_position(conn: pymysql.connections.Connection, offset: Mapping[str, An
         for part in re.findall(r"\d+-\d+-\d+", first):
             d, _, n = (int(x) for x in part.split("-"))
             if d in have and have[d] < n:
-                raise TerminalError(f"the stored GTID position {gtids} predates the oldest binlog ({files[0]})",
-                                    hint)
+                raise TerminalError(
+                    f"the stored GTID position {gtids} predates the oldest binlog ({files[0]})", hint
+                )

@@ -169,14 +169,21 @@ class MySqlSource:
         self.server_id = int(src.get("database.server.id") or 0) or 5400 + int(time.time()) % 1000
         # Debezium's schema.history.internal.store.only.captured.{tables,databases}.ddl: the start-up
         # schema read and the history leave out the tables / databases the filters do not capture
-        self.only_captured_tables = bool(src.get("schema.history.internal.store.only.captured.tables.ddl", False))
-        self.only_captured_dbs = bool(src.get("schema.history.internal.store.only.captured.databases.ddl", False))
+        self.only_captured_tables = bool(
+            src.get("schema.history.internal.store.only.captured.tables.ddl", False)
+        )
+        self.only_captured_dbs = bool(
+            src.get("schema.history.internal.store.only.captured.databases.ddl", False)
+        )
         self.skip_unparseable = bool(src.get("schema.history.internal.skip.unparseable.ddl", False))
         self.history = DeltaSchemaHistory(
-            cfg.warehouse, cfg.name, table_filter=self.filters.captures,
+            cfg.warehouse,
+            cfg.name,
+            table_filter=self.filters.captures,
             db_filter=lambda d: self.filters.namespace(d),
             store_only_captured_tables=self.only_captured_tables,
-            store_only_captured_databases=self.only_captured_dbs)
+            store_only_captured_databases=self.only_captured_dbs,
+        )
         self._stream: BinlogStream | None = None
         self._translator: Translator | None = None
         self._schemas: dict[tuple[str, str], tuple[int, TableSchema]] = {}
@@ -205,8 +212,10 @@ class MySqlSource:
         if start_offset:
             setup.check_position(self._conn, start_offset, facts["mariadb"], self.config_path)
             if not self.history.exists():
-                raise TerminalError(f"the schema history ({self.history.uri}) is empty but offsets exist",
-                                    recovery_hint(self.config_path))
+                raise TerminalError(
+                    f"the schema history ({self.history.uri}) is empty but offsets exist",
+                    recovery_hint(self.config_path),
+                )
             tables = self.history.recover(start_offset)
             offset = dict(start_offset)
         else:
@@ -214,25 +223,45 @@ class MySqlSource:
             self._fresh = True
         self.tables = tables
         self._warn_if_nothing_captured()
-        self._translator = Translator(tables, offset, include_query=self.include_query,
-                                      skip_unparseable=self.skip_unparseable, on_ddl_applied=self._ddl_applied,
-                                      outside_filters=self._outside_filters)
+        self._translator = Translator(
+            tables,
+            offset,
+            include_query=self.include_query,
+            skip_unparseable=self.skip_unparseable,
+            on_ddl_applied=self._ddl_applied,
+            outside_filters=self._outside_filters,
+        )
         # Resume by GTID set when the server has GTIDs (Debezium does the same): robust against a
         # binlog file/position that differs after failover; file/pos is the fallback.
         gtids = str(offset.get("gtids") or "")
         use_gtids = bool(gtids) and not self._fresh and facts["gtid_mode"] == "ON"
         if use_gtids:
-            log.info("resuming from GTID set %s (event %s, row %s)", gtids, offset.get("event", 0),
-                     offset.get("row", 0))
+            log.info(
+                "resuming from GTID set %s (event %s, row %s)",
+                gtids,
+                offset.get("event", 0),
+                offset.get("row", 0),
+            )
         else:
-            log.info("resuming from %s:%s (event %s, row %s)", offset["file"], offset["pos"],
-                     offset.get("event", 0), offset.get("row", 0))
-        self._stream = BinlogStream(self.settings, self.server_id, self._resolve,
-                                    file=None if use_gtids else str(offset["file"]),
-                                    pos=None if use_gtids else int(offset["pos"]),
-                                    gtid_set=gtids if use_gtids else None,
-                                    heartbeat_s=max(min(self.poll_s, 1.0), 0.1), annotate=self.include_query,
-                                    blocking=not self.until_caught_up, config_path=self.config_path)
+            log.info(
+                "resuming from %s:%s (event %s, row %s)",
+                offset["file"],
+                offset["pos"],
+                offset.get("event", 0),
+                offset.get("row", 0),
+            )
+        self._stream = BinlogStream(
+            self.settings,
+            self.server_id,
+            self._resolve,
+            file=None if use_gtids else str(offset["file"]),
+            pos=None if use_gtids else int(offset["pos"]),
+            gtid_set=gtids if use_gtids else None,
+            heartbeat_s=max(min(self.poll_s, 1.0), 0.1),
+            annotate=self.include_query,
+            blocking=not self.until_caught_up,
+            config_path=self.config_path,
+        )
         self._start = offset
 
     def _schema_snapshot(self) -> tuple[Tables, dict[str, Any]]:
@@ -251,10 +280,23 @@ class MySqlSource:
             if db in SYSTEM_DBS or (self.only_captured_dbs and not self.filters.namespace(db)):
                 continue
             tables.db_charsets[db] = charset
-            records.append(HistoryRecord(file, pos, gtids, db, f"CREATE DATABASE `{db}` CHARACTER SET {charset}",
-                                         [], event=SNAPSHOT_EVENT, db_charset=charset))
-            cur.execute("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s "
-                        f"AND TABLE_TYPE IN {_TABLE_TYPES}", (db,))
+            records.append(
+                HistoryRecord(
+                    file,
+                    pos,
+                    gtids,
+                    db,
+                    f"CREATE DATABASE `{db}` CHARACTER SET {charset}",
+                    [],
+                    event=SNAPSHOT_EVENT,
+                    db_charset=charset,
+                )
+            )
+            cur.execute(
+                "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s "
+                f"AND TABLE_TYPE IN {_TABLE_TYPES}",
+                (db,),
+            )
             for (name,) in cur.fetchall():
                 captured = self.filters.captures(db, name)
                 if self.only_captured_tables and not captured:
@@ -268,18 +310,33 @@ class MySqlSource:
                         log.warning("%s (skipped: %s.%s is not captured)", e, db, name)
                         continue
                     if self.skip_unparseable:
-                        log.warning("%s (skipped: schema.history.internal.skip.unparseable.ddl=true; rows of "
-                                    "%s.%s cannot be decoded)", e, db, name)
+                        log.warning(
+                            "%s (skipped: schema.history.internal.skip.unparseable.ddl=true; rows of "
+                            "%s.%s cannot be decoded)",
+                            e,
+                            db,
+                            name,
+                        )
                         continue
-                    raise TerminalError(f"the definition of {db}.{name} cannot be parsed: {e}",
-                                        "exclude the table (table.exclude.list), or set "
-                                        "schema.history.internal.skip.unparseable.ddl=true to leave it out "
-                                        "of the schema (its rows then stop the connector)") from None
+                    raise TerminalError(
+                        f"the definition of {db}.{name} cannot be parsed: {e}",
+                        "exclude the table (table.exclude.list), or set "
+                        "schema.history.internal.skip.unparseable.ddl=true to leave it out "
+                        "of the schema (its rows then stop the connector)",
+                    ) from None
                 records.append(HistoryRecord(file, pos, gtids, db, ddl, res.changes, event=SNAPSHOT_EVENT))
         cur.close()
         self.history.reset()
         self.history.record(records)
-        return tables, {"file": file, "pos": pos, "gtids": gtids, "event": 0, "row": 0, "server_id": 0, "ts_sec": 0}
+        return tables, {
+            "file": file,
+            "pos": pos,
+            "gtids": gtids,
+            "event": 0,
+            "row": 0,
+            "server_id": 0,
+            "ts_sec": 0,
+        }
 
     def _outside_filters(self, sql: str, db: str | None) -> bool:
         """Whether a DDL statement changes only tables (or databases) the filters do not capture,
@@ -288,7 +345,8 @@ class MySqlSource:
         if targets is None or not (targets.tables or targets.databases):
             return False
         return not any(self.filters.captures(d, t) for d, t in targets.tables) and not any(
-            self.filters.namespace(d) for d in targets.databases)
+            self.filters.namespace(d) for d in targets.databases
+        )
 
     def _warn_if_nothing_captured(self) -> None:
         """Filters that match no table on the server run silently with 0 records: say so once at
@@ -300,8 +358,10 @@ class MySqlSource:
         with self._conn.cursor() as cur:
             cur.execute("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA")
             dbs = sorted(d for (d,) in cur.fetchall() if d not in SYSTEM_DBS)
-            cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "
-                        f"WHERE TABLE_TYPE IN {_TABLE_TYPES}")
+            cur.execute(
+                "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "
+                f"WHERE TABLE_TYPE IN {_TABLE_TYPES}"
+            )
             found = sorted((d, t) for d, t in cur.fetchall() if d not in SYSTEM_DBS)
         if any(self.filters.captures(d, t) for d, t in found):
             return
@@ -309,10 +369,15 @@ class MySqlSource:
         def shown(names: list[str]) -> str:
             more = f" ... ({len(names) - _LISTED} more)" if len(names) > _LISTED else ""
             return ", ".join(names[:_LISTED]) + more if names else "none"
+
         text = "; ".join(f"{k}={','.join(v) if isinstance(v, list) else v}" for k, v in lists.items())
-        log.warning("no table on the server is captured with %s — nothing will be streamed until a matching table "
-                    "is created. Databases on the server: %s. Tables: %s", text, shown(dbs),
-                    shown([f"{d}.{t}" for d, t in found]))
+        log.warning(
+            "no table on the server is captured with %s — nothing will be streamed until a matching table "
+            "is created. Databases on the server: %s. Tables: %s",
+            text,
+            shown(dbs),
+            shown([f"{d}.{t}" for d, t in found]),
+        )
 
     def stop(self) -> None:
         self._stop = True
@@ -336,8 +401,11 @@ class MySqlSource:
             return None
         t = self.tables.get(db, table)
         if t is None:
-            raise TerminalError(f"rows for {db}.{table}, which is not in the schema model (the schema history "
-                                "misses its CREATE TABLE)", recovery_hint(self.config_path))
+            raise TerminalError(
+                f"rows for {db}.{table}, which is not in the schema model (the schema history "
+                "misses its CREATE TABLE)",
+                recovery_hint(self.config_path),
+            )
         return t, self.tables.version(db, table)
 
     def _ddl_applied(self) -> None:
@@ -352,8 +420,17 @@ class MySqlSource:
         t = model or self.tables.get(db, table)
         assert t is not None
         cols = [self._column_def(db, table, c) for c in t.columns]
-        ts = build(db, table, cols, list(t.primary_key), prefix=self.cfg.topic_prefix, namer=self.namer,
-                   filters=self.filters, rules=self.rules, source_schema=self.source_schema)
+        ts = build(
+            db,
+            table,
+            cols,
+            list(t.primary_key),
+            prefix=self.cfg.topic_prefix,
+            namer=self.namer,
+            filters=self.filters,
+            rules=self.rules,
+            source_schema=self.source_schema,
+        )
         self._schemas[(db, table)] = (version, ts)
         return ts
 
@@ -369,17 +446,35 @@ class MySqlSource:
             err = UnknownColumnType(c.name, c.type_name, f"{db}.{table}")
             if self._failure_mode != "fail" and (db, table, c.name) not in self._unknown_warned:
                 self._unknown_warned.add((db, table, c.name))
-                log.warning("%s: its rows are skipped (event.processing.failure.handling.mode=%s)", err,
-                            self._failure_mode)
+                log.warning(
+                    "%s: its rows are skipped (event.processing.failure.handling.mode=%s)",
+                    err,
+                    self._failure_mode,
+                )
             raise err from None
 
     # ------------------------------------------------------------------ streaming
     def _source(self, s: SourceInfo) -> dict[str, Any]:
         ms = s.ts_ms
-        return {"version": VERSION, "connector": self.connector, "name": self._prefix, "ts_ms": ms,
-                "snapshot": "false", "db": s.db, "sequence": None, "ts_us": ms * 1000, "ts_ns": ms * 1_000_000,
-                "table": s.table, "server_id": s.server_id, "gtid": s.gtid, "file": s.file, "pos": s.pos,
-                "row": s.row, "thread": s.thread, "query": s.query}
+        return {
+            "version": VERSION,
+            "connector": self.connector,
+            "name": self._prefix,
+            "ts_ms": ms,
+            "snapshot": "false",
+            "db": s.db,
+            "sequence": None,
+            "ts_us": ms * 1000,
+            "ts_ns": ms * 1_000_000,
+            "table": s.table,
+            "server_id": s.server_id,
+            "gtid": s.gtid,
+            "file": s.file,
+            "pos": s.pos,
+            "row": s.row,
+            "thread": s.thread,
+            "query": s.query,
+        }
 
     def batches(self) -> Iterator[Batch]:
         """Records cut into batches at transaction ends; inside a transaction larger than
@@ -447,7 +542,9 @@ class MySqlSource:
                     if kind == "heartbeat" or kind == "rotate":
                         offset = tr.offset()
                     now = time.monotonic()
-                    if pending and (len(pending) >= max_batch or now - last_cut >= poll_s or kind == "heartbeat"):
+                    if pending and (
+                        len(pending) >= max_batch or now - last_cut >= poll_s or kind == "heartbeat"
+                    ):
                         more = kind != "heartbeat" and stream.buffered()
                         yield Batch(pending, offset, extra={"transactions": n_tx, "more": more})
                         pending, last_cut, n_tx = [], now, 0
@@ -467,12 +564,16 @@ class MySqlSource:
                 if self._stop or (self.deadline is not None and time.monotonic() > self.deadline):
                     break
         except UnparseableDdlError as e:
-            raise TerminalError(str(e), "fix the statement support or set "
-                                        "schema.history.internal.skip.unparseable.ddl=true") from None
+            raise TerminalError(
+                str(e), "fix the statement support or set schema.history.internal.skip.unparseable.ddl=true"
+            ) from None
         except UnknownColumnType as e:
-            raise TerminalError(str(e), f"exclude the column (column.exclude.list={e.table}.{e.column}), or set "
-                                        "event.processing.failure.handling.mode=warn to skip the rows of "
-                                        "that table (each logged)") from None
+            raise TerminalError(
+                str(e),
+                f"exclude the column (column.exclude.list={e.table}.{e.column}), or set "
+                "event.processing.failure.handling.mode=warn to skip the rows of "
+                "that table (each logged)",
+            ) from None
         if tr._tx is None:
             offset = tr.offset()
         if pending or more or offset != self._start:
@@ -482,8 +583,13 @@ class MySqlSource:
         if self.heartbeat_query:
             with self._conn.cursor() as cur:
                 cur.execute(self.heartbeat_query)
-        rec = Record(self.namer.heartbeat_topic, {"serverName": self.cfg.topic_prefix},
-                     {"ts_ms": int(time.time() * 1000)}, env.HEARTBEAT_KEY, env.HEARTBEAT_VALUE)
+        rec = Record(
+            self.namer.heartbeat_topic,
+            {"serverName": self.cfg.topic_prefix},
+            {"ts_ms": int(time.time() * 1000)},
+            env.HEARTBEAT_KEY,
+            env.HEARTBEAT_VALUE,
+        )
         return Batch([rec], off, extra={"heartbeat": True})
 
     # ------------------------------------------------------------------ transaction metadata
@@ -500,21 +606,52 @@ class MySqlSource:
             return None
         if not tx[3]:
             tx[3] = True
-            value = {"status": "BEGIN", "id": rc.txn_id, "event_count": None, "data_collections": None,
-                     "ts_ms": rc.source.ts_ms}
-            out.append(Record(self.namer.transaction_topic, {"id": rc.txn_id}, value, env.TX_KEY, env.TX_VALUE,
-                              (), None, rc.offset, rc.pos))
+            value = {
+                "status": "BEGIN",
+                "id": rc.txn_id,
+                "event_count": None,
+                "data_collections": None,
+                "ts_ms": rc.source.ts_ms,
+            }
+            out.append(
+                Record(
+                    self.namer.transaction_topic,
+                    {"id": rc.txn_id},
+                    value,
+                    env.TX_KEY,
+                    env.TX_VALUE,
+                    (),
+                    None,
+                    rc.offset,
+                    rc.pos,
+                )
+            )
         return {"id": rc.txn_id, "total_order": tx[1], "data_collection_order": n}
 
     def _tx_end(self, out: list[Record], end: TxEnd) -> None:
         tx, self._txm = self._txm, None
         if not self.tx_meta or tx is None or tx[0] != end.txn_id or not tx[3]:
             return
-        value = {"status": "END", "id": end.txn_id, "event_count": tx[1],
-                 "data_collections": [{"data_collection": k, "event_count": v} for k, v in tx[2].items()],
-                 "ts_ms": end.ts_ms}
-        out.append(Record(self.namer.transaction_topic, {"id": end.txn_id}, value, env.TX_KEY, env.TX_VALUE,
-                          (), None, end.offset, offset_key(end.offset)))
+        value = {
+            "status": "END",
+            "id": end.txn_id,
+            "event_count": tx[1],
+            "data_collections": [{"data_collection": k, "event_count": v} for k, v in tx[2].items()],
+            "ts_ms": end.ts_ms,
+        }
+        out.append(
+            Record(
+                self.namer.transaction_topic,
+                {"id": end.txn_id},
+                value,
+                env.TX_KEY,
+                env.TX_VALUE,
+                (),
+                None,
+                end.offset,
+                offset_key(end.offset),
+            )
+        )
 
     def _row(self, out: list[Record], rc: RowChange) -> None:
         ts = self._table_schema(rc.db, rc.table, rc.table_model)
@@ -523,9 +660,20 @@ class MySqlSource:
             old_key, new_key = ts.key(rc.before), ts.key(rc.after)  # type: ignore[arg-type]
             if old_key != new_key:
                 coll = ts.collection
-                key_change(out, ts, old_key, new_key, ts.row(rc.before), ts.row(rc.after),  # type: ignore[arg-type]
-                               self._source(rc.source), lambda: self._block(out, rc, coll), skipped=self.skipped,
-                               tombstones=self.tombstones, offset=off, pos=(pos, pos, pos))
+                key_change(
+                    out,
+                    ts,
+                    old_key,
+                    new_key,
+                    ts.row(rc.before),
+                    ts.row(rc.after),  # type: ignore[arg-type]
+                    self._source(rc.source),
+                    lambda: self._block(out, rc, coll),
+                    skipped=self.skipped,
+                    tombstones=self.tombstones,
+                    offset=off,
+                    pos=(pos, pos, pos),
+                )
                 return
         if op in self.skipped:
             return
@@ -545,21 +693,48 @@ class MySqlSource:
         ms = s.ts_ms
         ns = time_ns()
         # _source and env.change_value inlined: this runs once per row event.
-        value = {"before": before, "after": after,
-                 "source": {"version": VERSION, "connector": self.connector, "name": self._prefix, "ts_ms": ms,
-                            "snapshot": "false", "db": s.db, "sequence": None, "ts_us": ms * 1000,
-                            "ts_ns": ms * 1_000_000, "table": s.table, "server_id": s.server_id, "gtid": s.gtid,
-                            "file": s.file, "pos": s.pos, "row": s.row, "thread": s.thread, "query": s.query},
-                 "transaction": block, "op": op, "ts_ms": ns // 1_000_000, "ts_us": ns // 1000, "ts_ns": ns}
-        out.append(Record(ts.topic, key, value, ts.key_schema, ts.envelope_schema, (), ts.collection, off, pos))
+        value = {
+            "before": before,
+            "after": after,
+            "source": {
+                "version": VERSION,
+                "connector": self.connector,
+                "name": self._prefix,
+                "ts_ms": ms,
+                "snapshot": "false",
+                "db": s.db,
+                "sequence": None,
+                "ts_us": ms * 1000,
+                "ts_ns": ms * 1_000_000,
+                "table": s.table,
+                "server_id": s.server_id,
+                "gtid": s.gtid,
+                "file": s.file,
+                "pos": s.pos,
+                "row": s.row,
+                "thread": s.thread,
+                "query": s.query,
+            },
+            "transaction": block,
+            "op": op,
+            "ts_ms": ns // 1_000_000,
+            "ts_us": ns // 1000,
+            "ts_ns": ns,
+        }
+        out.append(
+            Record(ts.topic, key, value, ts.key_schema, ts.envelope_schema, (), ts.collection, off, pos)
+        )
         if op == "d" and self.tombstones:
-            out.append(Record(ts.topic, key, None, ts.key_schema, ts.envelope_schema, (), ts.collection, off, pos))
+            out.append(
+                Record(ts.topic, key, None, ts.key_schema, ts.envelope_schema, (), ts.collection, off, pos)
+            )
 
     def _row_unless_unchanged(self, out: list[Record], rc: RowChange) -> None:
         """skip.messages.without.change: an update whose captured columns (after masks and
         truncation) did not change is dropped, as Debezium does."""
-        if rc.op == "u" and unchanged_update(self._table_schema(rc.db, rc.table, rc.table_model), rc.before,
-                                             rc.after):  # type: ignore[arg-type]
+        if rc.op == "u" and unchanged_update(
+            self._table_schema(rc.db, rc.table, rc.table_model), rc.before, rc.after
+        ):  # type: ignore[arg-type]
             return
         MySqlSource._row(self, out, rc)
 
@@ -573,17 +748,26 @@ class MySqlSource:
             raise
         except Exception as exc:  # noqa: BLE001 - the mode says what to do with any conversion failure
             del out[n:]
-            skipped_failed_event(self._failure_mode, exc,
-                                 f"change of {rc.db}.{rc.table} at {rc.source.file}:{rc.source.pos} row {rc.source.row}")
+            skipped_failed_event(
+                self._failure_mode,
+                exc,
+                f"change of {rc.db}.{rc.table} at {rc.source.file}:{rc.source.pos} row {rc.source.row}",
+            )
 
     def _truncate(self, out: list[Record], t: Truncate) -> None:
-        if "t" in self.skipped or not self.filters.captures(t.db, t.table) or self.tables.get(t.db, t.table) is None:
+        if (
+            "t" in self.skipped
+            or not self.filters.captures(t.db, t.table)
+            or self.tables.get(t.db, t.table) is None
+        ):
             return
         ts = self._table_schema(t.db, t.table, None)
         s = t.source
         s.table = t.table
         value = env.change_value(None, None, self._source(s), "t", None)
-        out.append(Record(ts.topic, None, value, None, ts.envelope_schema, (), ts.collection, t.offset, t.pos))
+        out.append(
+            Record(ts.topic, None, value, None, ts.envelope_schema, (), ts.collection, t.offset, t.pos)
+        )
 
     def _schema_change(self, out: list[Record], sc: SchemaChange) -> None:
         changes: list[TableChange] = sc.result.changes
@@ -591,9 +775,21 @@ class MySqlSource:
         # The record's GTID set includes the statement itself (see DeltaSchemaHistory.recover).
         gtids = str(GtidSet.parse(sc.gtids_before).add(sc.source.gtid)) if sc.source.gtid else sc.gtids_before
         # the statement's GTID-event position (sc.pos[1]), which offsets before/after it bracket
-        self.history.record([HistoryRecord(sc.source.file, sc.pos[1], gtids, sc.db, sc.ddl, changes,
-                                           server_id=sc.source.server_id, db_charset=db_charset,
-                                           ts_ms=sc.source.ts_ms)])
+        self.history.record(
+            [
+                HistoryRecord(
+                    sc.source.file,
+                    sc.pos[1],
+                    gtids,
+                    sc.db,
+                    sc.ddl,
+                    changes,
+                    server_id=sc.source.server_id,
+                    db_charset=db_charset,
+                    ts_ms=sc.source.ts_ms,
+                )
+            ]
+        )
         for key in list(self._schemas):
             if key[0] == sc.db:
                 self._schemas.pop(key, None)
@@ -603,10 +799,23 @@ class MySqlSource:
             return
         if not changes and not self.filters.namespace(sc.db):
             return
-        key, value = schema_change_value(self._source(sc.source), int(time.time() * 1000), sc.db, sc.ddl, changes)
-        out.append(Record(self.namer.schema_change_topic, key, value, self.sc_key_schema, self.sc_value_schema,
-                          (), None, sc.offset, sc.pos, schema_change=True))
-
+        key, value = schema_change_value(
+            self._source(sc.source), int(time.time() * 1000), sc.db, sc.ddl, changes
+        )
+        out.append(
+            Record(
+                self.namer.schema_change_topic,
+                key,
+                value,
+                self.sc_key_schema,
+                self.sc_value_schema,
+                (),
+                None,
+                sc.offset,
+                sc.pos,
+                schema_change=True,
+            )
+        )
 
 
 __all__ = ["MySqlSource", "offset_key"]

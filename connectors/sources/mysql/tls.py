@@ -37,8 +37,12 @@ from connectors.api import TerminalError
 
 Mode = Literal["disabled", "preferred", "required", "verify_ca", "verify_identity"]
 MODES: tuple[Mode, ...] = ("disabled", "preferred", "required", "verify_ca", "verify_identity")
-_MARIADB_MODES: dict[str, Mode] = {"disable": "disabled", "trust": "required", "verify-ca": "verify_ca",
-                                   "verify-full": "verify_identity"}
+_MARIADB_MODES: dict[str, Mode] = {
+    "disable": "disabled",
+    "trust": "required",
+    "verify-ca": "verify_ca",
+    "verify-full": "verify_identity",
+}
 _MARIADB_NAMES: dict[str, str] = {mode: name for name, mode in _MARIADB_MODES.items()}
 _JAVA_STORES = {b"\xfe\xed\xfe\xed": "a Java KeyStore (JKS)", b"\xce\xce\xce\xce": "a Java JCEKS key store"}
 
@@ -47,8 +51,10 @@ def ssl_mode(props: Mapping[str, Any]) -> Mode:
     raw = str(props.get("database.ssl.mode") or "preferred").strip().lower()
     mode = _MARIADB_MODES.get(raw, raw)
     if mode not in MODES:
-        raise TerminalError(f"database.ssl.mode={raw!r} is not a TLS mode",
-                            f"use one of: {', '.join(MODES)} (MariaDB: {', '.join(_MARIADB_MODES)})")
+        raise TerminalError(
+            f"database.ssl.mode={raw!r} is not a TLS mode",
+            f"use one of: {', '.join(MODES)} (MariaDB: {', '.join(_MARIADB_MODES)})",
+        )
     return mode  # type: ignore[return-value]
 
 
@@ -72,14 +78,16 @@ def ssl_context(props: Mapping[str, Any], mode: Mode) -> ssl.SSLContext | None:
         ctx.verify_mode = ssl.CERT_REQUIRED
         trust = props.get("database.ssl.truststore")
         if trust:
-            pem = _certificates_pem(str(trust), props.get("database.ssl.truststore.password"),
-                                    "database.ssl.truststore")
+            pem = _certificates_pem(
+                str(trust), props.get("database.ssl.truststore.password"), "database.ssl.truststore"
+            )
             try:
                 ctx.load_verify_locations(cadata=pem)
             except ssl.SSLError as e:
-                raise TerminalError(f"database.ssl.truststore {trust}: no usable CA certificate ({e.reason})",
-                                    "give the PEM or PKCS12 file of the CA that signed the server's "
-                                    "certificate") from None
+                raise TerminalError(
+                    f"database.ssl.truststore {trust}: no usable CA certificate ({e.reason})",
+                    "give the PEM or PKCS12 file of the CA that signed the server's certificate",
+                ) from None
         else:
             ctx.load_default_certs()
     keystore = props.get("database.ssl.keystore")
@@ -99,7 +107,8 @@ def _read(path: str, prop: str) -> bytes:
         raise TerminalError(
             f"{prop} {path} is {kind}; Tidemark reads PEM or PKCS12 files",
             f"convert it: keytool -importkeystore -srckeystore {path} -destkeystore {path}.p12 "
-            f"-deststoretype PKCS12, then set {prop}={path}.p12 (or export PEM files with keytool -exportcert -rfc)")
+            f"-deststoretype PKCS12, then set {prop}={path}.p12 (or export PEM files with keytool -exportcert -rfc)",
+        )
     return data
 
 
@@ -109,8 +118,10 @@ def _pkcs12(data: bytes, password: Any, path: str, prop: str) -> tuple[Any, Any,
     try:
         return pkcs12.load_key_and_certificates(data, str(password).encode() if password else None)
     except ValueError:
-        raise TerminalError(f"{prop} {path} is neither PEM nor a PKCS12 file that opens with "
-                            f"{prop}.password", f"check {prop} and {prop}.password") from None
+        raise TerminalError(
+            f"{prop} {path} is neither PEM nor a PKCS12 file that opens with {prop}.password",
+            f"check {prop} and {prop}.password",
+        ) from None
 
 
 def _certificates_pem(path: str, password: Any, prop: str) -> str:
@@ -141,7 +152,8 @@ def _load_client_certificate(ctx: ssl.SSLContext, path: str, password: Any) -> N
         if key is None or cert is None:
             raise TerminalError(f"{prop} {path} has no private key and certificate", f"check {prop}")
         pem = key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()) + b"".join(
-            c.public_bytes(Encoding.PEM) for c in [cert, *(extra or [])])
+            c.public_bytes(Encoding.PEM) for c in [cert, *(extra or [])]
+        )
         with tempfile.TemporaryDirectory(prefix="tidemark-tls-") as tmp:
             pem_path = os.path.join(tmp, "client.pem")
             fd = os.open(pem_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -149,6 +161,7 @@ def _load_client_certificate(ctx: ssl.SSLContext, path: str, password: Any) -> N
                 f.write(pem)
             ctx.load_cert_chain(pem_path)
     except ssl.SSLError as e:
-        raise TerminalError(f"{prop} {path}: the client certificate or key cannot be used ({e.reason})",
-                            f"it must hold the certificate and its private key (PEM or PKCS12); check "
-                            f"{prop}.password") from None
+        raise TerminalError(
+            f"{prop} {path}: the client certificate or key cannot be used ({e.reason})",
+            f"it must hold the certificate and its private key (PEM or PKCS12); check {prop}.password",
+        ) from None

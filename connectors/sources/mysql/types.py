@@ -92,6 +92,7 @@ class BinlogDecimal:
     def __repr__(self) -> str:
         return f"BinlogDecimal({self.to_decimal()})"
 
+
 _EPOCH_ORD = dt.date(1970, 1, 1).toordinal()
 _EPOCH_TS = "1970-01-01T00:00:00Z"
 
@@ -111,18 +112,20 @@ class TypeOptions:
             if v not in allowed:
                 raise ConfigError(f"{key}={v!r} is not valid", f"use one of: {', '.join(allowed)}")
             return v
+
         if str(props.get("time.precision.mode", "") or "").lower() == "adaptive":
             # as Debezium 3.6's binlog connectors: accepted by the enum, refused by validation
-            raise ConfigError("time.precision.mode='adaptive' is no longer supported by the MySQL and MariaDB "
-                              "connectors (Debezium 3.x)",
-                              "use adaptive_time_microseconds (the default: the same, with TIME always in "
-                              "microseconds) or connect")
+            raise ConfigError(
+                "time.precision.mode='adaptive' is no longer supported by the MySQL and MariaDB "
+                "connectors (Debezium 3.x)",
+                "use adaptive_time_microseconds (the default: the same, with TIME always in "
+                "microseconds) or connect",
+            )
         adj = props.get("enable.time.adjuster", True)
         return cls(
             pick("decimal.handling.mode", ("precise", "double", "string"), "precise"),
             pick("bigint.unsigned.handling.mode", ("long", "precise"), "long"),
-            pick("time.precision.mode", TIME_MODES,
-                 "adaptive_time_microseconds"),
+            pick("time.precision.mode", TIME_MODES, "adaptive_time_microseconds"),
             pick("binary.handling.mode", ("bytes", "base64", "base64-url-safe", "hex"), "bytes"),
             adj if isinstance(adj, bool) else str(adj).lower() == "true",
         )
@@ -144,7 +147,9 @@ _b2a = binascii.b2a_base64
 
 def _unscaled_b64(u: int) -> str:
     """temporal.unscaled_to_b64 without its call chain (one DECIMAL column per row on the hot path)."""
-    return _b2a(u.to_bytes(((u + (u < 0)).bit_length() >> 3) + 1, "big", signed=True), newline=False).decode("ascii")
+    return _b2a(u.to_bytes(((u + (u < 0)).bit_length() >> 3) + 1, "big", signed=True), newline=False).decode(
+        "ascii"
+    )
 
 
 def _as_decimal(v: Any) -> decimal.Decimal:
@@ -156,8 +161,9 @@ def epoch_days(d: dt.date) -> int:
 
 
 def datetime_micros(v: dt.datetime) -> int:
-    return ((v.toordinal() - _EPOCH_ORD) * 86400 + v.hour * 3600 + v.minute * 60 + v.second) * 1_000_000 \
-        + v.microsecond
+    return (
+        (v.toordinal() - _EPOCH_ORD) * 86400 + v.hour * 3600 + v.minute * 60 + v.second
+    ) * 1_000_000 + v.microsecond
 
 
 def timedelta_micros(v: dt.timedelta) -> int:
@@ -182,15 +188,47 @@ def _adjust_date(d: dt.date) -> dt.date:
 
 # MySQL charset → Python codec (MySQL's latin1 is Windows-1252).
 CHARSETS: dict[str, str] = {
-    "utf8mb4": "utf-8", "utf8mb3": "utf-8", "utf8": "utf-8", "latin1": "cp1252", "ascii": "ascii",
-    "latin2": "iso8859_2", "latin5": "iso8859_9", "latin7": "iso8859_13", "greek": "iso8859_7",
-    "hebrew": "iso8859_8", "cp1250": "cp1250", "cp1251": "cp1251", "cp1256": "cp1256", "cp1257": "cp1257",
-    "cp850": "cp850", "cp852": "cp852", "cp866": "cp866", "koi8r": "koi8_r", "koi8u": "koi8_u",
-    "ucs2": "utf-16-be", "utf16": "utf-16-be", "utf16le": "utf-16-le", "utf32": "utf-32-be",
-    "gbk": "gbk", "gb2312": "gb2312", "gb18030": "gb18030", "big5": "big5", "sjis": "shift_jis",
-    "cp932": "cp932", "ujis": "euc_jp", "eucjpms": "euc_jp", "euckr": "euc_kr", "tis620": "tis_620",
-    "macroman": "mac_roman", "macce": "mac_latin2", "dec8": "latin-1", "hp8": "latin-1",
-    "swe7": "latin-1", "armscii8": "latin-1", "keybcs2": "latin-1", "geostd8": "latin-1",
+    "utf8mb4": "utf-8",
+    "utf8mb3": "utf-8",
+    "utf8": "utf-8",
+    "latin1": "cp1252",
+    "ascii": "ascii",
+    "latin2": "iso8859_2",
+    "latin5": "iso8859_9",
+    "latin7": "iso8859_13",
+    "greek": "iso8859_7",
+    "hebrew": "iso8859_8",
+    "cp1250": "cp1250",
+    "cp1251": "cp1251",
+    "cp1256": "cp1256",
+    "cp1257": "cp1257",
+    "cp850": "cp850",
+    "cp852": "cp852",
+    "cp866": "cp866",
+    "koi8r": "koi8_r",
+    "koi8u": "koi8_u",
+    "ucs2": "utf-16-be",
+    "utf16": "utf-16-be",
+    "utf16le": "utf-16-le",
+    "utf32": "utf-32-be",
+    "gbk": "gbk",
+    "gb2312": "gb2312",
+    "gb18030": "gb18030",
+    "big5": "big5",
+    "sjis": "shift_jis",
+    "cp932": "cp932",
+    "ujis": "euc_jp",
+    "eucjpms": "euc_jp",
+    "euckr": "euc_kr",
+    "tis620": "tis_620",
+    "macroman": "mac_roman",
+    "macce": "mac_latin2",
+    "dec8": "latin-1",
+    "hp8": "latin-1",
+    "swe7": "latin-1",
+    "armscii8": "latin-1",
+    "keybcs2": "latin-1",
+    "geostd8": "latin-1",
     "binary": "latin-1",
 }
 
@@ -227,21 +265,40 @@ def column_schema(col: Column, opts: TypeOptions) -> Schema:
     if base == "JSON":
         return prim("string", name="io.debezium.data.Json", version=1)
     if base == "POINT":
-        return struct_schema("io.debezium.data.geometry.Point", [
-            ("x", prim("double")), ("y", prim("double")),
-            ("wkb", prim("bytes", optional=True)), ("srid", prim("int32", optional=True))],
-            version=1, doc="Geometry (POINT)")
+        return struct_schema(
+            "io.debezium.data.geometry.Point",
+            [
+                ("x", prim("double")),
+                ("y", prim("double")),
+                ("wkb", prim("bytes", optional=True)),
+                ("srid", prim("int32", optional=True)),
+            ],
+            version=1,
+            doc="Geometry (POINT)",
+        )
     if base in model.SPATIAL_TYPES:
-        return struct_schema("io.debezium.data.geometry.Geometry", [
-            ("wkb", prim("bytes")), ("srid", prim("int32", optional=True))], version=1, doc="Geometry")
+        return struct_schema(
+            "io.debezium.data.geometry.Geometry",
+            [("wkb", prim("bytes")), ("srid", prim("int32", optional=True))],
+            version=1,
+            doc="Geometry",
+        )
     if base == "YEAR":
         return prim("int32", name="io.debezium.time.Year", version=1)
     if base == "ENUM":
-        return prim("string", name="io.debezium.data.Enum", version=1,
-                    parameters={"allowed": ",".join(enum_options(col))})
+        return prim(
+            "string",
+            name="io.debezium.data.Enum",
+            version=1,
+            parameters={"allowed": ",".join(enum_options(col))},
+        )
     if base == "SET":
-        return prim("string", name="io.debezium.data.EnumSet", version=1,
-                    parameters={"allowed": ",".join(enum_options(col))})
+        return prim(
+            "string",
+            name="io.debezium.data.EnumSet",
+            version=1,
+            parameters={"allowed": ",".join(enum_options(col))},
+        )
     unsigned = col.unsigned
     if base in ("BOOL", "BOOLEAN"):
         return prim("boolean")
@@ -269,7 +326,9 @@ def column_schema(col: Column, opts: TypeOptions) -> Schema:
     if base in ("DOUBLE", "FLOAT8"):
         return prim("double")
     if base in ("DECIMAL", "DEC", "FIXED", "NUMERIC"):
-        return _decimal_schema(opts.decimal_mode, col.length if col.length is not None else 10, col.scale or 0)
+        return _decimal_schema(
+            opts.decimal_mode, col.length if col.length is not None else 10, col.scale or 0
+        )
     # the shared JdbcValueConverters mapping: adaptive_time_microseconds gives TIME in
     # microseconds and DATETIME by precision; the other modes one schema whatever the precision
     if base == "DATE":
@@ -321,12 +380,14 @@ def converter(col: Column, opts: TypeOptions, schema: Schema | None = None) -> C
     default = schema.default if schema is not None and schema.default is not NO_DEFAULT else None
 
     if base == "JSON":
+
         def conv_json(v: Any) -> Any:
             if not isinstance(v, str):
                 v = str(v, "utf-8")
             if v == "" and col.optional:
                 return None
             return v or "{}"
+
         return conv_json
     if base == "POINT" or base in model.SPATIAL_TYPES:
         is_point = base == "POINT"
@@ -342,6 +403,7 @@ def converter(col: Column, opts: TypeOptions, schema: Schema | None = None) -> C
                 x, y = struct.unpack_from(bo + "dd", wkb, 5)
                 return {"x": x, "y": y, "wkb": b64(wkb), "srid": srid}
             return {"wkb": b64(wkb), "srid": srid}
+
         return conv_geo
     if base == "YEAR":
         # Always adjusted: Debezium's convertYearToInt calls the static adjustTemporal whatever
@@ -349,14 +411,17 @@ def converter(col: Column, opts: TypeOptions, schema: Schema | None = None) -> C
         # YEAR values are 1901..2155 already; a snapshot read of YEAR(2) gives 0..99.
         def conv_year(v: Any) -> Any:
             return _adjust_year(v.year if isinstance(v, dt.date) else int(v))
+
         return conv_year
     if base in ("ENUM", "SET"):
         options = list(col.enum_values)
         if base == "ENUM":
+
             def conv_enum(v: Any) -> Any:
                 if isinstance(v, int):
                     return options[v - 1] if 0 < v <= len(options) else ("" if v == 0 else None)
                 return str(v, "utf-8") if isinstance(v, (bytes, bytearray)) else v
+
             return conv_enum
 
         def conv_set(v: Any) -> Any:
@@ -365,6 +430,7 @@ def converter(col: Column, opts: TypeOptions, schema: Schema | None = None) -> C
             if isinstance(v, (set, frozenset)):
                 return ",".join(o for o in options if o in v)
             return str(v, "utf-8") if isinstance(v, (bytes, bytearray)) else v
+
         return conv_set
     if base in ("BOOL", "BOOLEAN"):
         return lambda v: bool(int(v) if not isinstance(v, bytes) else int.from_bytes(v, "big"))
@@ -377,13 +443,26 @@ def converter(col: Column, opts: TypeOptions, schema: Schema | None = None) -> C
         def conv_bits(v: Any) -> Any:
             i = int.from_bytes(v, "big") if isinstance(v, (bytes, bytearray)) else int(v)
             return b64(i.to_bytes(nbytes, "little"))
+
         return conv_bits
     if base in ("BIGINT", "INT8", "SERIAL") and col.unsigned:
         if opts.bigint_unsigned_mode == "precise":
             return lambda v: b64(_twos(int(v)))
         return lambda v: int(v) - (1 << 64) if int(v) >= 1 << 63 else int(v)  # Java long wrap-around
-    if base in ("TINYINT", "INT1", "SMALLINT", "INT2", "MEDIUMINT", "INT3", "MIDDLEINT", "INT", "INTEGER",
-                "INT4", "BIGINT", "INT8"):
+    if base in (
+        "TINYINT",
+        "INT1",
+        "SMALLINT",
+        "INT2",
+        "MEDIUMINT",
+        "INT3",
+        "MIDDLEINT",
+        "INT",
+        "INTEGER",
+        "INT4",
+        "BIGINT",
+        "INT8",
+    ):
         return _int
     if base in ("FLOAT", "FLOAT4", "REAL") and column_schema(col, opts).type == "float":
         return _float32
@@ -400,6 +479,7 @@ def converter(col: Column, opts: TypeOptions, schema: Schema | None = None) -> C
             if type(v) is BinlogDecimal and v.scale == scale:
                 return _unscaled_b64(v.unscaled)
             return decimal_unscaled_b64(_as_decimal(v), scale)
+
         return conv_decimal
     iso = tmode == "isostring"
     if base in ("DATE", "TIME", "DATETIME"):
@@ -416,6 +496,7 @@ def converter(col: Column, opts: TypeOptions, schema: Schema | None = None) -> C
             if adjust and v.year < 100:
                 v = _adjust_date(v)
             return temporal.format_iso_date(epoch_days(v)) if iso else epoch_days(v)
+
         return conv_date
     if base == "TIME":
         if tmode == "connect" or iso:
@@ -428,6 +509,7 @@ def converter(col: Column, opts: TypeOptions, schema: Schema | None = None) -> C
             def conv_time_of_day(v: Any) -> Any:
                 us = timedelta_micros(v)
                 return of_day(us) if 0 <= us < 86_400_000_000 else out_of_day
+
             return conv_time_of_day
         if tmode == "nanoseconds":
             return lambda v: timedelta_micros(v) * 1000
@@ -447,6 +529,7 @@ def converter(col: Column, opts: TypeOptions, schema: Schema | None = None) -> C
             if nanos:  # NanoTimestamp: null beyond int64 nanoseconds (before 1677, after 2262)
                 return us * 1000 if us * 1000 in _INT64 else None
             return us // 1000 if as_millis else us
+
         return conv_dt
     if base == "TIMESTAMP":
         width = prec
@@ -455,6 +538,7 @@ def converter(col: Column, opts: TypeOptions, schema: Schema | None = None) -> C
             if v is ZERO or isinstance(v, str):
                 return None if col.optional else (_EPOCH_TS if default is None else default)
             return zoned_timestamp(v, width)
+
         return conv_ts
     if base in ("BINARY", "VARBINARY", "BLOB", "TINYBLOB", "MEDIUMBLOB", "LONGBLOB") or _long_varbinary(col):
         enc = binary_encoder(opts.binary_mode)
@@ -479,6 +563,7 @@ def converter(col: Column, opts: TypeOptions, schema: Schema | None = None) -> C
         if isinstance(v, (bytes, bytearray, memoryview)):
             return str(v, codec, "replace")  # decodes straight from the buffer (no bytes copy first)
         return str(v)
+
     return conv_str
 
 
@@ -531,7 +616,7 @@ def _inet6_text(v: Any) -> str:
     if gap_pos < 0:
         return ":".join(f"{w:x}" for w in words)
     head = ":".join(f"{w:x}" for w in words[:gap_pos])
-    tail = ":".join(f"{w:x}" for w in words[gap_pos + gap_len:])
+    tail = ":".join(f"{w:x}" for w in words[gap_pos + gap_len :])
     return f"{head}::{tail}"
 
 
@@ -604,11 +689,31 @@ def default_raw(col: Column) -> Any:
         return _NO
     try:
         if base in ("BOOL", "BOOLEAN"):
-            return 1 if text.lower() in ("1", "true") else 0 if text.lower() in ("0", "false") else int(float(text))
+            return (
+                1
+                if text.lower() in ("1", "true")
+                else 0
+                if text.lower() in ("0", "false")
+                else int(float(text))
+            )
         if base == "BIT":
             return _bit_literal(text)
-        if base in ("TINYINT", "INT1", "SMALLINT", "INT2", "MEDIUMINT", "INT3", "MIDDLEINT", "INT", "INTEGER",
-                    "INT4", "BIGINT", "INT8", "SERIAL", "YEAR"):
+        if base in (
+            "TINYINT",
+            "INT1",
+            "SMALLINT",
+            "INT2",
+            "MEDIUMINT",
+            "INT3",
+            "MIDDLEINT",
+            "INT",
+            "INTEGER",
+            "INT4",
+            "BIGINT",
+            "INT8",
+            "SERIAL",
+            "YEAR",
+        ):
             return int(decimal.Decimal(text).to_integral_value(rounding=decimal.ROUND_HALF_UP))
         if base in ("FLOAT", "FLOAT4", "REAL", "DOUBLE", "FLOAT8"):
             return float(text)
@@ -656,8 +761,9 @@ def _parse_date(text: str) -> Any:
 
 
 def _parse_datetime(text: str) -> Any:
-    m = re.match(r"^\s*(\d{1,4})-(\d{1,2})-(\d{1,2})(?:[ T](\d{1,2}):(\d{1,2})(?::(\d{1,2})(?:\.(\d{1,6}))?)?)?",
-                 text)
+    m = re.match(
+        r"^\s*(\d{1,4})-(\d{1,2})-(\d{1,2})(?:[ T](\d{1,2}):(\d{1,2})(?::(\d{1,2})(?:\.(\d{1,6}))?)?)?", text
+    )
     if not m:
         raise ValueError(text)
     y, mo, d = int(m.group(1)), int(m.group(2)), int(m.group(3))
@@ -673,8 +779,9 @@ def _parse_time(text: str) -> dt.timedelta:
     if not m:
         raise ValueError(text)
     sign = -1 if m.group(1) else 1
-    us = ((int(m.group(2)) * 60 + int(m.group(3))) * 60 + int(m.group(4) or 0)) * 1_000_000 \
-        + int((m.group(5) or "0").ljust(6, "0"))
+    us = ((int(m.group(2)) * 60 + int(m.group(3))) * 60 + int(m.group(4) or 0)) * 1_000_000 + int(
+        (m.group(5) or "0").ljust(6, "0")
+    )
     return dt.timedelta(microseconds=sign * us)
 
 
@@ -688,7 +795,11 @@ def column_def(col: Column, opts: TypeOptions) -> ColumnDef:
     if raw is not _NO:
         if raw is ZERO:
             # A zero date default: null for nullable columns, else the epoch (MySqlDefaultValueConverter).
-            raw = None if col.optional else (dt.datetime(1970, 1, 1) if col.base_type != "DATE" else dt.date(1970, 1, 1))
+            raw = (
+                None
+                if col.optional
+                else (dt.datetime(1970, 1, 1) if col.base_type != "DATE" else dt.date(1970, 1, 1))
+            )
         if raw is not None:
             try:
                 value = converter(col, opts)(raw)

@@ -72,8 +72,18 @@ class TypeRegistry:
             cur.execute(_TYPES_SQL + where, params)
             rows = cur.fetchall()
         for row in rows:
-            info = TypeInfo(int(row[0]), row[1], row[2], row[3], row[4], int(row[5]), int(row[6]),
-                            int(row[7]), tuple(_text_array(row[8])) if row[8] is not None else (), row[9] or ",")
+            info = TypeInfo(
+                int(row[0]),
+                row[1],
+                row[2],
+                row[3],
+                row[4],
+                int(row[5]),
+                int(row[6]),
+                int(row[7]),
+                tuple(_text_array(row[8])) if row[8] is not None else (),
+                row[9] or ",",
+            )
             self._by_oid[info.oid] = info
             # Extension types (hstore, ltree, citext, geometry) are looked up by bare name; first
             # namespace wins but pg_catalog always does, so a user type cannot shadow a built-in.
@@ -188,8 +198,20 @@ def load_table(conn: Any, schema: str, table: str) -> TableInfo:
     columns = []
     for _oid, _ri, name, attnum, typ, typmod, notnull, default, fmt, generated in rows:
         length, scale = typmod_length_scale(int(typ), int(typmod))
-        columns.append(ColumnInfo(name, int(attnum), int(typ), int(typmod), bool(notnull), default, fmt,
-                                  length, scale, generated or ""))
+        columns.append(
+            ColumnInfo(
+                name,
+                int(attnum),
+                int(typ),
+                int(typmod),
+                bool(notnull),
+                default,
+                fmt,
+                length,
+                scale,
+                generated or "",
+            )
+        )
     pk: list[str] = []
     ident_cols: list[str] = []
     for is_pk, is_ident, cols in idx_rows:

@@ -38,11 +38,15 @@ class FailureTolerantMixin:
             raise
         except Exception as exc:  # noqa: BLE001 - the mode says what to do with any conversion failure
             del out[n:]
-            skipped_failed_event(self.failure_mode, exc, f"change of {ts.collection} at LSN {lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}")
+            skipped_failed_event(
+                self.failure_mode, exc, f"change of {ts.collection} at LSN {lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
+            )
 
 
 def factory_class(src: Mapping[str, Any]) -> type[PgEventFactory]:
-    cls: type[PgEventFactory] = SkipUnchangedEventFactory if src.get("skip.messages.without.change") else PgEventFactory
+    cls: type[PgEventFactory] = (
+        SkipUnchangedEventFactory if src.get("skip.messages.without.change") else PgEventFactory
+    )
     mode = failure_mode(src)
     if mode != "fail":
         cls = type("FailureTolerantEventFactory", (FailureTolerantMixin, cls), {"failure_mode": mode})

@@ -20,22 +20,30 @@ from connectors.format.tableschema import TableSchema, key_change
 from connectors.format.temporal import binary_encoder
 from connectors.sources.postgres import pgoutput as pgo
 
-MESSAGE_KEY = struct("io.debezium.connector.postgresql.MessageKey", [("prefix", prim("string", optional=True))],
-                     version=1)
+MESSAGE_KEY = struct(
+    "io.debezium.connector.postgresql.MessageKey", [("prefix", prim("string", optional=True))], version=1
+)
 
 
 def message_value_schema(binary_mode: str) -> Schema:
     """MessageValue; `content` follows binary.handling.mode like any bytea column."""
     content = prim("bytes" if binary_mode == "bytes" else "string", optional=True)
-    block = struct("io.debezium.connector.postgresql.Message",
-                   [("prefix", prim("string", optional=True)), ("content", content)], version=1)
-    return struct("io.debezium.connector.postgresql.MessageValue", [
-        ("op", prim("string")),
-        ("ts_ms", prim("int64", optional=True)),
-        ("source", env.PG_SOURCE),
-        ("transaction", env.TRANSACTION_BLOCK),
-        ("message", block),
-    ], version=1)
+    block = struct(
+        "io.debezium.connector.postgresql.Message",
+        [("prefix", prim("string", optional=True)), ("content", content)],
+        version=1,
+    )
+    return struct(
+        "io.debezium.connector.postgresql.MessageValue",
+        [
+            ("op", prim("string")),
+            ("ts_ms", prim("int64", optional=True)),
+            ("source", env.PG_SOURCE),
+            ("transaction", env.TRANSACTION_BLOCK),
+            ("message", block),
+        ],
+        version=1,
+    )
 
 
 # Debezium counts logical messages in END's data_collections under this (Java object) name.
@@ -57,7 +65,9 @@ class Tx:
 
 
 class PgEventFactory:
-    def __init__(self, prefix: str, dbname: str, tx_topic: str, tx_meta: bool, binary_mode: str = "bytes") -> None:
+    def __init__(
+        self, prefix: str, dbname: str, tx_topic: str, tx_meta: bool, binary_mode: str = "bytes"
+    ) -> None:
         self.prefix, self.db, self.tx_topic, self.tx_meta = prefix, dbname, tx_topic, tx_meta
         self.message_schema = message_value_schema(binary_mode)
         self.encode_content = binary_encoder(binary_mode)
@@ -65,11 +75,24 @@ class PgEventFactory:
     def _source(self, tx: Tx, schema: str, table: str, lsn: int) -> dict[str, Any]:
         us = tx.commit_ts
         prev = tx.prev_commit
-        return {"version": env.VERSION, "connector": "postgresql", "name": self.prefix, "ts_ms": us // 1000,
-                "snapshot": "false", "db": self.db,
-                "sequence": f'[null,"{lsn}"]' if prev is None else f'["{prev}","{lsn}"]',
-                "ts_us": us, "ts_ns": us * 1000, "schema": schema, "table": table, "txId": tx.xid,
-                "lsn": lsn, "xmin": None, "origin": None, "origin_lsn": None}
+        return {
+            "version": env.VERSION,
+            "connector": "postgresql",
+            "name": self.prefix,
+            "ts_ms": us // 1000,
+            "snapshot": "false",
+            "db": self.db,
+            "sequence": f'[null,"{lsn}"]' if prev is None else f'["{prev}","{lsn}"]',
+            "ts_us": us,
+            "ts_ns": us * 1000,
+            "schema": schema,
+            "table": table,
+            "txId": tx.xid,
+            "lsn": lsn,
+            "xmin": None,
+            "origin": None,
+            "origin_lsn": None,
+        }
 
     def _block(self, out: list[Record], tx: Tx, collection: str, lsn: int) -> dict[str, Any] | None:
         """Count one event; with transaction metadata, emit BEGIN first and return the block."""
@@ -81,14 +104,39 @@ class PgEventFactory:
         tid = f"{tx.xid}:{lsn}"
         if not tx.begun:
             tx.begun = True
-            value = {"status": "BEGIN", "id": tid, "event_count": None, "data_collections": None,
-                     "ts_ms": tx.commit_ts // 1000}
-            out.append(Record(self.tx_topic, {"id": tid}, value, env.TX_KEY, env.TX_VALUE, (), None, None,
-                              (tx.commit_lsn, 0, 0)))
+            value = {
+                "status": "BEGIN",
+                "id": tid,
+                "event_count": None,
+                "data_collections": None,
+                "ts_ms": tx.commit_ts // 1000,
+            }
+            out.append(
+                Record(
+                    self.tx_topic,
+                    {"id": tid},
+                    value,
+                    env.TX_KEY,
+                    env.TX_VALUE,
+                    (),
+                    None,
+                    None,
+                    (tx.commit_lsn, 0, 0),
+                )
+            )
         return {"id": tid, "total_order": tx.count, "data_collection_order": n}
 
-    def change(self, out: list[Record], tx: Tx, ts: TableSchema, m: Any, lsn: int, pos: tuple[int, int, int],
-               skipped: set[str], tombstones: bool) -> None:
+    def change(
+        self,
+        out: list[Record],
+        tx: Tx,
+        ts: TableSchema,
+        m: Any,
+        lsn: int,
+        pos: tuple[int, int, int],
+        skipped: set[str],
+        tombstones: bool,
+    ) -> None:
         t = type(m)
         if t is pgo.Insert:
             self.insert(out, tx, ts, ts.key(m.new), ts.row(m.new), lsn, pos, skipped)
@@ -112,60 +160,167 @@ class PgEventFactory:
         block = self._block(out, tx, ts.collection, lsn) if self.tx_meta else None
         ns = time_ns()
         # env.change_value inlined: this runs once per row event.
-        value = {"before": before, "after": after, "source": self._source(tx, ts.namespace, ts.table, lsn),
-                 "transaction": block, "op": op, "ts_ms": ns // 1_000_000, "ts_us": ns // 1000, "ts_ns": ns}
-        out.append(Record(ts.topic, key, value, ts.key_schema, ts.envelope_schema, (), ts.collection, None, pos))
+        value = {
+            "before": before,
+            "after": after,
+            "source": self._source(tx, ts.namespace, ts.table, lsn),
+            "transaction": block,
+            "op": op,
+            "ts_ms": ns // 1_000_000,
+            "ts_us": ns // 1000,
+            "ts_ns": ns,
+        }
+        out.append(
+            Record(ts.topic, key, value, ts.key_schema, ts.envelope_schema, (), ts.collection, None, pos)
+        )
         if op == "d" and tombstones:
-            out.append(Record(ts.topic, key, None, ts.key_schema, ts.envelope_schema, (), ts.collection, None,
-                              (pos[0], pos[1], 1)))
+            out.append(
+                Record(
+                    ts.topic,
+                    key,
+                    None,
+                    ts.key_schema,
+                    ts.envelope_schema,
+                    (),
+                    ts.collection,
+                    None,
+                    (pos[0], pos[1], 1),
+                )
+            )
 
-    def insert(self, out: list[Record], tx: Tx, ts: TableSchema, key: Any, after: dict[str, Any], lsn: int,
-               pos: tuple[int, int, int], skipped: set[str]) -> None:
+    def insert(
+        self,
+        out: list[Record],
+        tx: Tx,
+        ts: TableSchema,
+        key: Any,
+        after: dict[str, Any],
+        lsn: int,
+        pos: tuple[int, int, int],
+        skipped: set[str],
+    ) -> None:
         """A create event from already converted key and row payloads."""
         if skipped and "c" in skipped:
             return
         block = self._block(out, tx, ts.collection, lsn) if self.tx_meta else None
         ns = time_ns()
-        value = {"before": None, "after": after, "source": self._source(tx, ts.namespace, ts.table, lsn),
-                 "transaction": block, "op": "c", "ts_ms": ns // 1_000_000, "ts_us": ns // 1000, "ts_ns": ns}
-        out.append(Record(ts.topic, key, value, ts.key_schema, ts.envelope_schema, (), ts.collection, None, pos))
+        value = {
+            "before": None,
+            "after": after,
+            "source": self._source(tx, ts.namespace, ts.table, lsn),
+            "transaction": block,
+            "op": "c",
+            "ts_ms": ns // 1_000_000,
+            "ts_us": ns // 1000,
+            "ts_ns": ns,
+        }
+        out.append(
+            Record(ts.topic, key, value, ts.key_schema, ts.envelope_schema, (), ts.collection, None, pos)
+        )
 
-    def _key_change(self, out: list[Record], tx: Tx, ts: TableSchema, lsn: int, pos: tuple[int, int, int],
-                    old_key: Any, new_key: Any, before: Any, after: Any, skipped: set[str],
-                    tombstones: bool) -> None:
+    def _key_change(
+        self,
+        out: list[Record],
+        tx: Tx,
+        ts: TableSchema,
+        lsn: int,
+        pos: tuple[int, int, int],
+        old_key: Any,
+        new_key: Any,
+        before: Any,
+        after: Any,
+        skipped: set[str],
+        tombstones: bool,
+    ) -> None:
         c, l_, _ = pos
-        key_change(out, ts, old_key, new_key, before, after, self._source(tx, ts.namespace, ts.table, lsn),
-                       lambda: self._block(out, tx, ts.collection, lsn), skipped=skipped, tombstones=tombstones,
-                       pos=((c, l_, 0), (c, l_, 1), (c, l_, 2)))
+        key_change(
+            out,
+            ts,
+            old_key,
+            new_key,
+            before,
+            after,
+            self._source(tx, ts.namespace, ts.table, lsn),
+            lambda: self._block(out, tx, ts.collection, lsn),
+            skipped=skipped,
+            tombstones=tombstones,
+            pos=((c, l_, 0), (c, l_, 1), (c, l_, 2)),
+        )
 
-    def truncate(self, out: list[Record], tx: Tx, ts: TableSchema, lsn: int, pos: tuple[int, int, int]) -> None:
+    def truncate(
+        self, out: list[Record], tx: Tx, ts: TableSchema, lsn: int, pos: tuple[int, int, int]
+    ) -> None:
         block = self._block(out, tx, ts.collection, lsn)
         value = env.change_value(None, None, self._source(tx, ts.namespace, ts.table, lsn), "t", block)
         out.append(Record(ts.topic, None, value, None, ts.envelope_schema, (), ts.collection, None, pos))
 
-    def message(self, out: list[Record], topic: str, tx: Tx | None, m: Any, lsn: int, pos: tuple[int, int, int],
-                prev_commit: int | None) -> None:
+    def message(
+        self,
+        out: list[Record],
+        topic: str,
+        tx: Tx | None,
+        m: Any,
+        lsn: int,
+        pos: tuple[int, int, int],
+        prev_commit: int | None,
+    ) -> None:
         ns = time.time_ns()
         if tx is not None:
             src = self._source(tx, "", "", lsn)
             block = self._block(out, tx, MESSAGE_COLLECTION, lsn)
         else:
             # Non-transactional: Debezium treats the message as its own commit (sequence [lsn, lsn]).
-            src = {"version": env.VERSION, "connector": "postgresql", "name": self.prefix,
-                   "ts_ms": ns // 1_000_000, "snapshot": "false", "db": self.db,
-                   "sequence": f'["{lsn}","{lsn}"]', "ts_us": ns // 1000, "ts_ns": ns, "schema": "",
-                   "table": "", "txId": None, "lsn": lsn, "xmin": None, "origin": None, "origin_lsn": None}
+            src = {
+                "version": env.VERSION,
+                "connector": "postgresql",
+                "name": self.prefix,
+                "ts_ms": ns // 1_000_000,
+                "snapshot": "false",
+                "db": self.db,
+                "sequence": f'["{lsn}","{lsn}"]',
+                "ts_us": ns // 1000,
+                "ts_ns": ns,
+                "schema": "",
+                "table": "",
+                "txId": None,
+                "lsn": lsn,
+                "xmin": None,
+                "origin": None,
+                "origin_lsn": None,
+            }
             block = None
-        value = {"op": "m", "ts_ms": ns // 1_000_000, "source": src, "transaction": block,
-                 "message": {"prefix": m.prefix, "content": self.encode_content(m.content)}}
-        out.append(Record(topic, {"prefix": m.prefix}, value, MESSAGE_KEY, self.message_schema, (), None, None, pos))
+        value = {
+            "op": "m",
+            "ts_ms": ns // 1_000_000,
+            "source": src,
+            "transaction": block,
+            "message": {"prefix": m.prefix, "content": self.encode_content(m.content)},
+        }
+        out.append(
+            Record(topic, {"prefix": m.prefix}, value, MESSAGE_KEY, self.message_schema, (), None, None, pos)
+        )
 
     def tx_end(self, out: list[Record], tx: Tx, commit_msg_lsn: int) -> None:
         if not (self.tx_meta and tx.begun):
             return
         tid = f"{tx.xid}:{commit_msg_lsn}"
-        value = {"status": "END", "id": tid, "event_count": tx.count,
-                 "data_collections": [{"data_collection": k, "event_count": v} for k, v in tx.per_table.items()],
-                 "ts_ms": tx.commit_ts // 1000}
-        out.append(Record(self.tx_topic, {"id": tid}, value, env.TX_KEY, env.TX_VALUE, (), None, None,
-                          (tx.commit_lsn, MAX_SUB, 0)))
+        value = {
+            "status": "END",
+            "id": tid,
+            "event_count": tx.count,
+            "data_collections": [{"data_collection": k, "event_count": v} for k, v in tx.per_table.items()],
+            "ts_ms": tx.commit_ts // 1000,
+        }
+        out.append(
+            Record(
+                self.tx_topic,
+                {"id": tid},
+                value,
+                env.TX_KEY,
+                env.TX_VALUE,
+                (),
+                None,
+                None,
+                (tx.commit_lsn, MAX_SUB, 0),
+            )
+        )

@@ -32,27 +32,27 @@ def compile_insert(ts: TableSchema) -> FusedInsert:
     n = len(cols)
     used = set(ts.value_cols) | set(ts.key_cols)
     env: dict[str, Any] = {"_I": _U32, "_big": big_text}
-    lines = ["def _ins(buf, pos):",
-             f"    if buf[pos] != {n >> 8} or buf[pos + 1] != {n & 0xFF}:",
-             "        return None",
-             "    pos += 2"]
+    lines = [
+        "def _ins(buf, pos):",
+        f"    if buf[pos] != {n >> 8} or buf[pos + 1] != {n & 0xFF}:",
+        "        return None",
+        "    pos += 2",
+    ]
     for i, col in enumerate(cols):
-        lines += ["    k = buf[pos]",
-                  "    if k == 116:"]
+        lines += ["    k = buf[pos]", "    if k == 116:"]
         if i in used:
-            lines += ["        ln = _I(buf, pos + 1)[0]",
-                      "        pos += 5",
-                      f"        v{i} = buf[pos:pos + ln].decode() if ln < {BIG_VALUE} else _big(buf, pos, ln)",
-                      "        pos += ln",
-                      "    elif k == 110:",
-                      f"        v{i} = None",
-                      "        pos += 1"]
+            lines += [
+                "        ln = _I(buf, pos + 1)[0]",
+                "        pos += 5",
+                f"        v{i} = buf[pos:pos + ln].decode() if ln < {BIG_VALUE} else _big(buf, pos, ln)",
+                "        pos += ln",
+                "    elif k == 110:",
+                f"        v{i} = None",
+                "        pos += 1",
+            ]
         else:  # captured by neither value nor key: skip the bytes
-            lines += ["        pos += 5 + _I(buf, pos + 1)[0]",
-                      "    elif k == 110:",
-                      "        pos += 1"]
-        lines += ["    else:",
-                  "        return None"]
+            lines += ["        pos += 5 + _I(buf, pos + 1)[0]", "    elif k == 110:", "        pos += 1"]
+        lines += ["    else:", "        return None"]
         if i in used:
             env[f"_c{i}"] = col.convert
             env[f"_n{i}"] = column_null(col)

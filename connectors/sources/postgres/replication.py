@@ -130,7 +130,9 @@ class ReplicationStream:
 
     def _start_error(self, exc: psycopg2.Error) -> TidemarkError:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        if getattr(exc, "pgcode", None) == "42704" or ("replication slot" in text and "does not exist" in text):
+        if getattr(exc, "pgcode", None) == "42704" or (
+            "replication slot" in text and "does not exist" in text
+        ):
             return TerminalError(
                 f"replication slot {self.slot_name} does not exist on {self.params.address}: {text}",
                 "let the connector create it at start-up (setup.ensure_slot) or create it with "
@@ -192,8 +194,11 @@ class ReplicationStream:
     def _read_error(self, exc: psycopg2.Error) -> TidemarkError:
         if "no COPY in progress" in str(exc):
             # The walsender ended the COPY (CopyDone) after the server's shutdown handshake.
-            return TransientError(f"the server ended the replication stream on slot {self.slot_name} "
-                                  "(shutting down or restarting)", "the connection will be retried")
+            return TransientError(
+                f"the server ended the replication stream on slot {self.slot_name} "
+                "(shutting down or restarting)",
+                "the connection will be retried",
+            )
         return translate_error(exc, f"reading replication slot {self.slot_name}")
 
     def poll(self, timeout: float = 1.0) -> tuple[int, bytes] | None:

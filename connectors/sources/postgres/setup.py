@@ -199,8 +199,10 @@ def _connect_error(
     text = str(exc).strip()
     low = text.lower()
     first = text.splitlines()[0] if text else type(exc).__name__
-    if "password authentication failed" in low or "no password supplied" in low or (
-        "authentication failed" in low
+    if (
+        "password authentication failed" in low
+        or "no password supplied" in low
+        or ("authentication failed" in low)
     ):
         return TerminalError(
             f"authentication failed for user {p.user}: check database.password "
@@ -252,10 +254,7 @@ def _connect_error(
             "connection to server",
         )
     ):
-        msg = (
-            f"cannot connect to PostgreSQL at {p.address}: is the server running / reachable? "
-            f"({first})"
-        )
+        msg = f"cannot connect to PostgreSQL at {p.address}: is the server running / reachable? ({first})"
         hint = "check database.hostname / database.port, the server's listen_addresses and firewalls"
         return TransientError(msg, hint) if unreachable_transient else TerminalError(msg, hint)
     return TerminalError(f"cannot connect to PostgreSQL at {p.address}: {first}")
@@ -269,8 +268,10 @@ def translate_error(exc: BaseException, context: str) -> TidemarkError:
     first = text.splitlines()[0] if text else type(exc).__name__
     code = getattr(exc, "pgcode", None)
     low = text.lower()
-    if (code and code in _TRANSIENT_CODES) or any(s in low for s in _TRANSIENT_TEXT) or (
-        isinstance(exc, psycopg2.InterfaceError)
+    if (
+        (code and code in _TRANSIENT_CODES)
+        or any(s in low for s in _TRANSIENT_TEXT)
+        or (isinstance(exc, psycopg2.InterfaceError))
     ):
         return TransientError(f"{context}: {first}", "the connection will be retried")
     if isinstance(exc, psycopg2.OperationalError) and not code:
@@ -416,7 +417,11 @@ T = TypeVar("T")
 
 
 def attach_with_retry(
-    fn: Callable[[], T], max_retries: int = 6, delay_ms: int = 10000, *, sleep: Callable[[float], None] | None = None
+    fn: Callable[[], T],
+    max_retries: int = 6,
+    delay_ms: int = 10000,
+    *,
+    sleep: Callable[[float], None] | None = None,
 ) -> T:
     """Call `fn` (e.g. ensure_slot / stream open), retrying TransientError `max_retries` times,
     `delay_ms` apart (slot.max.retries / slot.retry.delay.ms); the last error is re-raised."""
@@ -429,7 +434,10 @@ def attach_with_retry(
         wait=wait_fixed(delay_ms / 1000.0),
         reraise=True,
         before_sleep=lambda rs: log.warning(
-            "attempt %d failed (%s); retrying in %.1fs", rs.attempt_number, rs.outcome.exception(), delay_ms / 1000
+            "attempt %d failed (%s); retrying in %.1fs",
+            rs.attempt_number,
+            rs.outcome.exception(),
+            delay_ms / 1000,
         ),
         **kw,
     )
@@ -460,8 +468,12 @@ def _table_list_text(conn: Any, tables: list[tuple[str, str]]) -> str:
 
 
 def ensure_publication(
-    conn: Any, name: str, mode: PublicationMode = "all_tables", tables: Iterable[TableName] = (),
-    *, via_root: bool = False,
+    conn: Any,
+    name: str,
+    mode: PublicationMode = "all_tables",
+    tables: Iterable[TableName] = (),
+    *,
+    via_root: bool = False,
 ) -> str:
     """Apply publication.autocreate.mode; returns what was done ('exists', 'created', 'altered').
     `via_root` (publish.via.partition.root) creates it WITH (publish_via_partition_root = true), as
@@ -472,11 +484,17 @@ def ensure_publication(
     pub = sql.Identifier(name)
     if exists and mode != "disabled" and bool(rows[0][1]) != via_root:
         # Debezium leaves an existing publication's options alone too; say what it means.
-        log.warning("publication %s exists with publish_via_partition_root=%s, not publish.via.partition.root=%s: "
-                    "changes of partitions come under %s names (ALTER PUBLICATION %s SET "
-                    "(publish_via_partition_root = %s) to change it)", name, str(rows[0][1]).lower(),
-                    str(via_root).lower(), "the partitioned table's" if rows[0][1] else "the partitions'", name,
-                    str(via_root).lower())
+        log.warning(
+            "publication %s exists with publish_via_partition_root=%s, not publish.via.partition.root=%s: "
+            "changes of partitions come under %s names (ALTER PUBLICATION %s SET "
+            "(publish_via_partition_root = %s) to change it)",
+            name,
+            str(rows[0][1]).lower(),
+            str(via_root).lower(),
+            "the partitioned table's" if rows[0][1] else "the partitions'",
+            name,
+            str(via_root).lower(),
+        )
     with_opts = sql.SQL(" WITH (publish_via_partition_root = true)" if via_root else "")
     try:
         if mode == "disabled":
@@ -517,7 +535,11 @@ def ensure_publication(
                     f"DROP PUBLICATION {name}; (it is re-created filtered) or use publication.autocreate.mode=all_tables",
                 )
             current = set(
-                _q(conn, "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s", (name,))
+                _q(
+                    conn,
+                    "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s",
+                    (name,),
+                )
             )
             if current == set(captured):
                 return "exists"
@@ -609,8 +631,9 @@ def _some(names: list[str]) -> str:
     return shown + (f" and {len(names) - _NAMES_SHOWN} more" if len(names) > _NAMES_SHOWN else "")
 
 
-def warn_nothing_captured(source: Mapping[str, Any], tables: list[tuple[str, str, str, str, bool]],
-                          dbname: str) -> None:
+def warn_nothing_captured(
+    source: Mapping[str, Any], tables: list[tuple[str, str, str, str, bool]], dbname: str
+) -> None:
     """The include/exclude lists match no existing table: say so at start, with the lists and the
     tables there are (a run would otherwise stream nothing, silently)."""
     lists = {k: source.get(k) for k in FILTER_LISTS if source.get(k)}
@@ -619,24 +642,36 @@ def warn_nothing_captured(source: Mapping[str, Any], tables: list[tuple[str, str
     given = "; ".join(f"{k}={','.join(v) if isinstance(v, list) else v}" for k, v in lists.items())
     names = [f"{s}.{t}" for s, t, *_ in tables]
     there = f"the tables there are: {_some(names)}" if names else "it has no tables"
-    log.warning("no table in database %s matches %s (the lists are regular expressions matched against the "
-                "whole schema name / schema.table); %s. Tables created later that match are captured",
-                dbname, given, there)
+    log.warning(
+        "no table in database %s matches %s (the lists are regular expressions matched against the "
+        "whole schema name / schema.table); %s. Tables created later that match are captured",
+        dbname,
+        given,
+        there,
+    )
 
 
 def warn_missing_identity(publication: str, tables: list[tuple[str, str, str, str, bool]]) -> None:
     """After CREATE PUBLICATION ... FOR ALL TABLES: every table now publishes updates and
     deletes, and PostgreSQL refuses them on a table with no primary key and no replica identity
     index or FULL — the application's own UPDATE/DELETE fail from now on."""
-    bare = [f"{s}.{t}" for s, t, kind, ident, has_pk in tables
-            if kind == "r" and not has_pk and ident in ("d", "n")]
+    bare = [
+        f"{s}.{t}"
+        for s, t, kind, ident, has_pk in tables
+        if kind == "r" and not has_pk and ident in ("d", "n")
+    ]
     if bare:
-        log.warning("publication %s was created FOR ALL TABLES (publication.autocreate.mode=all_tables), and %d "
-                    "table(s) have no primary key or replica identity: %s. PostgreSQL now refuses UPDATE and "
-                    "DELETE on them (\"cannot update table ... because it does not have a replica identity and "
-                    "publishes updates\"). Give each a primary key or run ALTER TABLE ... REPLICA IDENTITY FULL; "
-                    "or use publication.autocreate.mode=filtered with table.include.list (and DROP PUBLICATION %s)",
-                    publication, len(bare), _some(bare), publication)
+        log.warning(
+            "publication %s was created FOR ALL TABLES (publication.autocreate.mode=all_tables), and %d "
+            "table(s) have no primary key or replica identity: %s. PostgreSQL now refuses UPDATE and "
+            'DELETE on them ("cannot update table ... because it does not have a replica identity and '
+            'publishes updates"). Give each a primary key or run ALTER TABLE ... REPLICA IDENTITY FULL; '
+            "or use publication.autocreate.mode=filtered with table.include.list (and DROP PUBLICATION %s)",
+            publication,
+            len(bare),
+            _some(bare),
+            publication,
+        )
 
 
 def current_wal_lsn(conn: Any) -> int:
@@ -645,7 +680,11 @@ def current_wal_lsn(conn: Any) -> int:
 
 
 def check_resume(
-    info: SlotInfo | None, stored_lsn: int | None, slot_name: str = "", *, strict: bool = False,
+    info: SlotInfo | None,
+    stored_lsn: int | None,
+    slot_name: str = "",
+    *,
+    strict: bool = False,
     known_lsn: int = 0,
 ) -> TerminalError | None:
     """Whether streaming can resume from a stored offset. Returns the error to raise, or None.
@@ -663,8 +702,10 @@ def check_resume(
     # Snapshots come with a later release; until then an offsets reset is the way on (the next
     # run streams from the slot's / server's current position with snapshot.mode=no_data).
     reset = "run `tidemark offsets reset --config FILE --yes`"
-    lost = (f"the changes between the stored position {Lsn(stored_lsn)} and now are lost to this connector; "
-            "a data snapshot will recover them once snapshots are available in Tidemark")
+    lost = (
+        f"the changes between the stored position {Lsn(stored_lsn)} and now are lost to this connector; "
+        "a data snapshot will recover them once snapshots are available in Tidemark"
+    )
     recovery = f"{reset}: the next run streams from the slot's current position. {lost}"
     if info is None:
         return TerminalError(
@@ -689,12 +730,21 @@ def check_resume(
         # WAL with nothing for this publication; PostgreSQL streams from the slot's position, as
         # Debezium does. Say so, because a slot re-created or advanced by hand looks the same.
         if info.confirmed_flush_lsn <= known_lsn:
-            log.info("slot %s is at %s, past the stored offset %s by WAL with nothing for this connector "
-                     "(it follows the server's position while idle)", name, Lsn(info.confirmed_flush_lsn),
-                     Lsn(stored_lsn))
+            log.info(
+                "slot %s is at %s, past the stored offset %s by WAL with nothing for this connector "
+                "(it follows the server's position while idle)",
+                name,
+                Lsn(info.confirmed_flush_lsn),
+                Lsn(stored_lsn),
+            )
             return None
-        log.warning("stored offset LSN %s is older than slot %s's confirmed_flush_lsn %s; streaming "
-                    "resumes at the slot's position (if the slot was re-created or advanced by hand, "
-                    "changes in between were skipped: %s)", Lsn(stored_lsn), name,
-                    Lsn(info.confirmed_flush_lsn), recovery)
+        log.warning(
+            "stored offset LSN %s is older than slot %s's confirmed_flush_lsn %s; streaming "
+            "resumes at the slot's position (if the slot was re-created or advanced by hand, "
+            "changes in between were skipped: %s)",
+            Lsn(stored_lsn),
+            name,
+            Lsn(info.confirmed_flush_lsn),
+            recovery,
+        )
     return None

@@ -70,8 +70,14 @@ class PostgresSource:
     # flusher); the reading thread sends it (replication.ReplicationStream.send_feedback).
     acknowledge_thread_safe = True
 
-    def __init__(self, cfg: ConnectorConfig, *, until_caught_up: bool = False,
-                 max_seconds: float | None = None, history: ConnectHistory | None = None) -> None:
+    def __init__(
+        self,
+        cfg: ConnectorConfig,
+        *,
+        until_caught_up: bool = False,
+        max_seconds: float | None = None,
+        history: ConnectHistory | None = None,
+    ) -> None:
         self.cfg = cfg
         self.history = history if history is not None else history_for(cfg)
         src = cfg.source
@@ -87,8 +93,10 @@ class PostgresSource:
         self.namer = TopicNamer.from_source(cfg.topic_prefix, src)
         self.filters = TableFilters.from_source(src, "postgres")
         self.rules = ColumnRules.from_source(src)
-        self.message_filter = NameFilter(compile_list(src.get("message.prefix.include.list")),
-                                         compile_list(src.get("message.prefix.exclude.list")))
+        self.message_filter = NameFilter(
+            compile_list(src.get("message.prefix.include.list")),
+            compile_list(src.get("message.prefix.exclude.list")),
+        )
         self._stop = False
         self._stream: Any = None
         self._conn: Any = None
@@ -122,8 +130,13 @@ class PostgresSource:
         captured = [(s, t) for s, t, *_ in tables if self.filters.captures(s, t)]
         if not captured and self._first:
             setup.warn_nothing_captured(src, tables, src["database.dbname"])
-        done = setup.ensure_publication(self._conn, src["publication.name"], src["publication.autocreate.mode"],
-                                        captured, via_root=bool(src.get("publish.via.partition.root")))
+        done = setup.ensure_publication(
+            self._conn,
+            src["publication.name"],
+            src["publication.autocreate.mode"],
+            captured,
+            via_root=bool(src.get("publish.via.partition.root")),
+        )
         if done == "created" and src["publication.autocreate.mode"] == "all_tables":
             setup.warn_missing_identity(src["publication.name"], tables)
         if src["publication.autocreate.mode"] != "all_tables":
@@ -133,32 +146,51 @@ class PostgresSource:
             # Before ensure_slot: a slot re-created now would silently skip everything since the offset.
             info = setup.slot_info(self._conn, slot_name)
             if info is None and src.get("slot.drop.on.stop"):
-                log.warning("slot %s was dropped on the last stop (slot.drop.on.stop): changes made while the "
-                            "connector was down are not streamed", slot_name)
+                log.warning(
+                    "slot %s was dropped on the last stop (slot.drop.on.stop): changes made while the "
+                    "connector was down are not streamed",
+                    slot_name,
+                )
             else:
-                err = setup.check_resume(info, int(start_offset.get("lsn_flush", 0)), slot_name,
-                                         known_lsn=self.history.seen_lsn)
+                err = setup.check_resume(
+                    info, int(start_offset.get("lsn_flush", 0)), slot_name, known_lsn=self.history.seen_lsn
+                )
                 if err is not None:
                     raise err
-        setup.attach_with_retry(lambda: setup.ensure_slot(self._conn, slot_name, src["plugin.name"]),
-                                int(src["slot.max.retries"]), int(src["slot.retry.delay.ms"]))
+        setup.attach_with_retry(
+            lambda: setup.ensure_slot(self._conn, slot_name, src["plugin.name"]),
+            int(src["slot.max.retries"]),
+            int(src["slot.retry.delay.ms"]),
+        )
         self._start_key = offset_key(start_offset)
         start_lsn = int(start_offset.get("lsn_flush", 0)) if start_offset else 0
         self._flushed = start_lsn
         self._order_commit = int(start_offset.get("lsn_commit", 0)) if start_offset else 0
         self._seq_commit = start_offset.get("seq_commit") if start_offset else None
         self._target = setup.current_wal_lsn(self._conn) if self.until_caught_up else None
-        self._tables = TableCache(self._conn, self.cfg, self.namer, self.filters, self.rules,
-                                  warned=self.history.warned_columns)
+        self._tables = TableCache(
+            self._conn, self.cfg, self.namer, self.filters, self.rules, warned=self.history.warned_columns
+        )
         # skip.messages.without.change / event.processing.failure.handling.mode: chosen once here.
         factory = factory_class(src)
-        self._events = factory(self.cfg.topic_prefix, src["database.dbname"], self.namer.transaction_topic,
-                               self.tx_meta, src.get("binary.handling.mode", "bytes"))
+        self._events = factory(
+            self.cfg.topic_prefix,
+            src["database.dbname"],
+            self.namer.transaction_topic,
+            self.tx_meta,
+            src.get("binary.handling.mode", "bytes"),
+        )
         self._stream = replication.ReplicationStream(
-            params, slot_name, src["publication.name"], start_lsn=start_lsn,
-            status_interval_ms=int(src.get("status.update.interval.ms") or 10000))
+            params,
+            slot_name,
+            src["publication.name"],
+            start_lsn=start_lsn,
+            status_interval_ms=int(src.get("status.update.interval.ms") or 10000),
+        )
         stream = self._stream
-        setup.attach_with_retry(lambda: stream.open(), int(src["slot.max.retries"]), int(src["slot.retry.delay.ms"]))
+        setup.attach_with_retry(
+            lambda: stream.open(), int(src["slot.max.retries"]), int(src["slot.retry.delay.ms"])
+        )
 
     def stop(self) -> None:
         self._stop = True
@@ -211,13 +243,17 @@ class PostgresSource:
         decode, dispatch = pgo.decode, pgo.DISPATCH
         u32 = pgo.U32.unpack_from
         fast: dict[Any, Any] = {}  # table version -> fused INSERT decoder (fastrow.py)
-        begin_unpack, commit_unpack, epoch_us = pgo.BEGIN.unpack_from, pgo.COMMIT.unpack_from, pgo.PG_EPOCH_OFFSET_US
+        begin_unpack, commit_unpack, epoch_us = (
+            pgo.BEGIN.unpack_from,
+            pgo.COMMIT.unpack_from,
+            pgo.PG_EPOCH_OFFSET_US,
+        )
         Insert, Update, Delete = pgo.Insert, pgo.Update, pgo.Delete
         pending: list[Record] = []
         tx: Tx | None = None
-        flush_lsn = self._flushed            # end LSN of the last complete transaction (confirmable)
-        order_commit = self._order_commit    # commit LSN of the last complete transaction (ordering)
-        seq_commit = self._seq_commit        # Debezium's lastCommitLsn for `sequence` (None at start)
+        flush_lsn = self._flushed  # end LSN of the last complete transaction (confirmable)
+        order_commit = self._order_commit  # commit LSN of the last complete transaction (ordering)
+        seq_commit = self._seq_commit  # Debezium's lastCommitLsn for `sequence` (None at start)
         n_tx = 0
         n_filtered = 0  # row changes of relations the filters do not capture (metrics)
         src_ts = 0
@@ -230,11 +266,26 @@ class PostgresSource:
 
         def offset(rec: Record | None = None) -> dict[str, Any]:
             if rec is None or tx is None:
-                return {"lsn_flush": flush_lsn, "lsn_commit": order_commit, "lsn": order_commit, "sub": MAX,
-                        "seq_commit": seq_commit, "ts_usec": src_ts * 1000, "complete": True}
+                return {
+                    "lsn_flush": flush_lsn,
+                    "lsn_commit": order_commit,
+                    "lsn": order_commit,
+                    "sub": MAX,
+                    "seq_commit": seq_commit,
+                    "ts_usec": src_ts * 1000,
+                    "complete": True,
+                }
             c, lsn, sub = rec.pos  # type: ignore[misc]
-            return {"lsn_flush": flush_lsn, "lsn_commit": c, "lsn": lsn, "sub": sub, "txId": tx.xid,
-                    "seq_commit": tx.prev_commit, "ts_usec": tx.commit_ts, "complete": False}
+            return {
+                "lsn_flush": flush_lsn,
+                "lsn_commit": c,
+                "lsn": lsn,
+                "sub": sub,
+                "txId": tx.xid,
+                "seq_commit": tx.prev_commit,
+                "ts_usec": tx.commit_ts,
+                "complete": False,
+            }
 
         yielded_flush = flush_lsn  # lsn_flush of the last batch handed to the engine
 
@@ -242,8 +293,11 @@ class PostgresSource:
             nonlocal pending, n_tx, more_cut, n_filtered, yielded_flush
             more_cut = more
             yielded_flush = flush_lsn
-            b = Batch(pending, offset(pending[-1] if (in_tx and pending) else None),
-                      extra={"transactions": n_tx, "source_ts_ms": src_ts, "more": more, "filtered": n_filtered})
+            b = Batch(
+                pending,
+                offset(pending[-1] if (in_tx and pending) else None),
+                extra={"transactions": n_tx, "source_ts_ms": src_ts, "more": more, "filtered": n_filtered},
+            )
             pending, n_tx, n_filtered = [], 0, 0
             return b
 
@@ -334,7 +388,8 @@ class PostgresSource:
                         raise TerminalError(
                             f"cannot convert a change of {ts.collection} at LSN {_fmt(lsn)} ({type(e).__name__})",
                             "set event.processing.failure.handling.mode=warn to skip such changes "
-                            "(logged with table and position)") from None
+                            "(logged with table and position)",
+                        ) from None
                     if len(pending) >= self.max_batch:
                         yield cut(True, more=True)
                 elif t is pgo.Relation:
@@ -405,8 +460,13 @@ class PostgresSource:
             except psycopg2.Error as exc:
                 raise translate_error(exc, "running heartbeat.action.query") from exc
         now = int(time.time() * 1000)
-        rec = Record(self.namer.heartbeat_topic, {"serverName": self.cfg.topic_prefix}, {"ts_ms": now},
-                     env.HEARTBEAT_KEY, env.HEARTBEAT_VALUE)
+        rec = Record(
+            self.namer.heartbeat_topic,
+            {"serverName": self.cfg.topic_prefix},
+            {"ts_ms": now},
+            env.HEARTBEAT_KEY,
+            env.HEARTBEAT_VALUE,
+        )
         return Batch([rec], off, extra={"heartbeat": True})
 
 

@@ -25,8 +25,15 @@ log = logging.getLogger(__name__)
 
 
 class TableCache:
-    def __init__(self, conn: Any, cfg: ConnectorConfig, namer: TopicNamer, filters: TableFilters,
-                 rules: ColumnRules, warned: set[tuple[str, str]] | None = None) -> None:
+    def __init__(
+        self,
+        conn: Any,
+        cfg: ConnectorConfig,
+        namer: TopicNamer,
+        filters: TableFilters,
+        rules: ColumnRules,
+        warned: set[tuple[str, str]] | None = None,
+    ) -> None:
         self.conn, self.cfg, self.namer, self.filters, self.rules = conn, cfg, namer, filters, rules
         self.modes = types.TypeModes.from_config(cfg.source)
         try:
@@ -69,8 +76,16 @@ class TableCache:
             ci = by_name.get(rc.name) or catalog.ColumnInfo(rc.name, 0, rc.type_oid, rc.typmod)
             if ci.type_oid != rc.type_oid or ci.typmod != rc.typmod:
                 # The catalog moved on (ALTER after this change was logged): trust the stream.
-                ci = catalog.ColumnInfo(rc.name, ci.position, rc.type_oid, rc.typmod, ci.not_null,
-                                        ci.default_expr, ci.type_name, *catalog.typmod_length_scale(rc.type_oid, rc.typmod))
+                ci = catalog.ColumnInfo(
+                    rc.name,
+                    ci.position,
+                    rc.type_oid,
+                    rc.typmod,
+                    ci.not_null,
+                    ci.default_expr,
+                    ci.type_name,
+                    *catalog.typmod_length_scale(rc.type_oid, rc.typmod),
+                )
             if self.rules.propagate_columns or self.rules.propagate_types:
                 # datatype.propagate.source.type matches "<schema>.<table>.<type>" (Debezium's TableId + type name)
                 tname, params = types.source_type(ci, self.registry)
@@ -80,14 +95,31 @@ class TableCache:
                 self._warn_left_out(f"{rel.namespace}.{rel.name}", ci)
                 cols.append(ColumnDef(rc.name, mapping_schema_placeholder(), emitted=False))
                 continue
-            cols.append(ColumnDef(rc.name, mapping.schema, mapping.convert, ci.type_name, ci.length, ci.scale,
-                                  types.toast_placeholder(mapping.schema, self.modes)))
+            cols.append(
+                ColumnDef(
+                    rc.name,
+                    mapping.schema,
+                    mapping.convert,
+                    ci.type_name,
+                    ci.length,
+                    ci.scale,
+                    types.toast_placeholder(mapping.schema, self.modes),
+                )
+            )
         pk = info.primary_key or (info.identity_index_columns if info.replica_identity == "i" else [])
-        return tableschema.build(rel.namespace, rel.name, cols, pk, prefix=self.cfg.topic_prefix,
-                                 namer=self.namer, filters=self.filters, rules=self.rules,
-                                 source_schema=env.PG_SOURCE, unavailable_marker=pgoutput.UNCHANGED_TOAST,
-                                 source_type=lambda c: source_types[c.name])
-
+        return tableschema.build(
+            rel.namespace,
+            rel.name,
+            cols,
+            pk,
+            prefix=self.cfg.topic_prefix,
+            namer=self.namer,
+            filters=self.filters,
+            rules=self.rules,
+            source_schema=env.PG_SOURCE,
+            unavailable_marker=pgoutput.UNCHANGED_TOAST,
+            source_type=lambda c: source_types[c.name],
+        )
 
     def _warn_left_out(self, table: str, ci: catalog.ColumnInfo) -> None:
         # Once per column and run: a table's schema is rebuilt on every new Relation message
@@ -102,21 +134,34 @@ class TableCache:
             elem = self.registry.get(info.elem_oid)
             kind = f"an array of {elem.name}" if elem is not None else "an array"
         name = ci.type_name or (info.name if info is not None else f"oid {ci.type_oid}")
-        log.warning("column %s.%s (type %s%s) has no Debezium mapping and is left out of the change events, "
-                    "as Debezium does; set include.unknown.datatypes=true to send its text as bytes",
-                    table, ci.name, name, f", {kind}" if kind else "")
+        log.warning(
+            "column %s.%s (type %s%s) has no Debezium mapping and is left out of the change events, "
+            "as Debezium does; set include.unknown.datatypes=true to send its text as bytes",
+            table,
+            ci.name,
+            name,
+            f", {kind}" if kind else "",
+        )
 
 
-_KINDS = {"c": "a composite type", "m": "a multirange", "p": "a pseudo-type", "d": "a domain",
-          "r": "a range", "b": "a base type", "e": "an enum"}
+_KINDS = {
+    "c": "a composite type",
+    "m": "a multirange",
+    "p": "a pseudo-type",
+    "d": "a domain",
+    "r": "a range",
+    "b": "a base type",
+    "e": "an enum",
+}
 
 
 def mapping_schema_placeholder() -> Any:
     from connectors.format.schema import prim
+
     return prim("bytes", optional=True)
 
 
 def _same_shape(a: pgoutput.Relation, b: pgoutput.Relation) -> bool:
     return (a.namespace, a.name, a.replica_identity) == (b.namespace, b.name, b.replica_identity) and [
-        (c.name, c.type_oid, c.typmod, c.flags) for c in a.columns] == [
-        (c.name, c.type_oid, c.typmod, c.flags) for c in b.columns]
+        (c.name, c.type_oid, c.typmod, c.flags) for c in a.columns
+    ] == [(c.name, c.type_oid, c.typmod, c.flags) for c in b.columns]

@@ -14,7 +14,7 @@ def parse_array(text: str, delim: str = ",") -> list[Any]:
     """PostgreSQL array text -> nested lists of element strings (None for unquoted NULL).
     `delim` is the element type's typdelim (',' for all built-ins but box; PostGIS uses ':')."""
     if text.startswith("["):  # explicit bounds decoration: [1:3]={...}
-        text = text[text.index("=") + 1:]
+        text = text[text.index("=") + 1 :]
     pos = 0
     n = len(text)
 
@@ -146,7 +146,7 @@ def bytea_from_text(text: str) -> bytes:
                 out.append(92)
                 i += 2
             else:
-                out.append(int(text[i + 1:i + 4], 8))
+                out.append(int(text[i + 1 : i + 4], 8))
                 i += 4
         else:
             out += c.encode("utf-8")

@@ -89,15 +89,63 @@ from connectors.sources.postgres.typmod import (
     jdbc_scale,
 )
 
-_STRING_OIDS = frozenset({CHAR, NAME, TEXT, BPCHAR, VARCHAR, INET, CIDR, MACADDR, MACADDR8,
-                          INT4RANGE, NUMRANGE, TSRANGE, TSTZRANGE, DATERANGE, INT8RANGE})
+_STRING_OIDS = frozenset(
+    {
+        CHAR,
+        NAME,
+        TEXT,
+        BPCHAR,
+        VARCHAR,
+        INET,
+        CIDR,
+        MACADDR,
+        MACADDR8,
+        INT4RANGE,
+        NUMRANGE,
+        TSRANGE,
+        TSTZRANGE,
+        DATERANGE,
+        INT8RANGE,
+    }
+)
 # Array types Debezium declares it cannot handle yet (PostgresValueConverter, DBZ-459): dropped.
 _UNSUPPORTED_ARRAYS = frozenset({791, 1003, 1187, 1563, 143, 1017, 2201, 1561})
 # Element types whose arrays Debezium maps with an *optional* element schema (explicit cases).
-_EXPLICIT_ARRAY_ELEMS = frozenset({INT2, INT4, INT8, OID, CHAR, VARCHAR, TEXT, BPCHAR, INET, CIDR, MACADDR,
-                                   MACADDR8, TSRANGE, TSTZRANGE, DATERANGE, INT4RANGE, NUMRANGE, INT8RANGE,
-                                   NUMERIC, FLOAT4, FLOAT8, BOOL, DATE, UUID, JSONB, JSON, TIME, TIMETZ,
-                                   TIMESTAMP, TIMESTAMPTZ, BYTEA})
+_EXPLICIT_ARRAY_ELEMS = frozenset(
+    {
+        INT2,
+        INT4,
+        INT8,
+        OID,
+        CHAR,
+        VARCHAR,
+        TEXT,
+        BPCHAR,
+        INET,
+        CIDR,
+        MACADDR,
+        MACADDR8,
+        TSRANGE,
+        TSTZRANGE,
+        DATERANGE,
+        INT4RANGE,
+        NUMRANGE,
+        INT8RANGE,
+        NUMERIC,
+        FLOAT4,
+        FLOAT8,
+        BOOL,
+        DATE,
+        UUID,
+        JSONB,
+        JSON,
+        TIME,
+        TIMETZ,
+        TIMESTAMP,
+        TIMESTAMPTZ,
+        BYTEA,
+    }
+)
 _EXT_ARRAY_ELEMS = frozenset({"geometry", "geography", "citext", "hstore", "ltree"})
 
 
@@ -106,7 +154,9 @@ class TypeModes:
     """Type-related connector options (Debezium property names in `from_config`)."""
 
     decimal: str = "precise"  # decimal.handling.mode: precise | double | string
-    time_precision: str = "adaptive"  # adaptive | adaptive_time_microseconds | connect | isostring | micro/nanoseconds
+    time_precision: str = (
+        "adaptive"  # adaptive | adaptive_time_microseconds | connect | isostring | micro/nanoseconds
+    )
     hstore: str = "json"  # json | map
     interval: str = "numeric"  # numeric | string
     binary: str = "bytes"  # bytes | base64 | base64-url-safe | hex
@@ -129,8 +179,12 @@ class TypeModes:
             binary=str(get("binary.handling.mode", "bytes")).lower(),
             money_fraction_digits=int(get("money.fraction.digits", 2)),
             include_unknown=inc if isinstance(inc, bool) else str(inc).lower() == "true",
-            placeholder=str(get("unavailable.value.placeholder",
-                                get("toasted.value.placeholder", "__debezium_unavailable_value"))),
+            placeholder=str(
+                get(
+                    "unavailable.value.placeholder",
+                    get("toasted.value.placeholder", "__debezium_unavailable_value"),
+                )
+            ),
         )
 
     @property
@@ -158,8 +212,6 @@ Converter = Callable[[str], Any]
 # --------------------------------------------------------------------------- small parsers
 
 
-
-
 # --------------------------------------------------------------------------- schemas
 
 
@@ -172,13 +224,29 @@ XML_SCHEMA = _named("string", "io.debezium.data.Xml")
 UUID_SCHEMA = _named("string", "io.debezium.data.Uuid")
 LTREE_SCHEMA = _named("string", "io.debezium.data.Ltree")
 TSVECTOR_SCHEMA = _named("string", "io.debezium.data.TsVector")
-POINT_SCHEMA = struct("io.debezium.data.geometry.Point", [
-    ("x", prim("double")), ("y", prim("double")), ("wkb", prim("bytes", True)), ("srid", prim("int32", True))],
-    version=1, doc="Geometry (POINT)")
-GEOMETRY_SCHEMA = struct("io.debezium.data.geometry.Geometry", [
-    ("wkb", prim("bytes")), ("srid", prim("int32", True))], version=1, doc="Geometry")
-GEOGRAPHY_SCHEMA = struct("io.debezium.data.geometry.Geography", [
-    ("wkb", prim("bytes")), ("srid", prim("int32", True))], version=1, doc="Geography")
+POINT_SCHEMA = struct(
+    "io.debezium.data.geometry.Point",
+    [
+        ("x", prim("double")),
+        ("y", prim("double")),
+        ("wkb", prim("bytes", True)),
+        ("srid", prim("int32", True)),
+    ],
+    version=1,
+    doc="Geometry (POINT)",
+)
+GEOMETRY_SCHEMA = struct(
+    "io.debezium.data.geometry.Geometry",
+    [("wkb", prim("bytes")), ("srid", prim("int32", True))],
+    version=1,
+    doc="Geometry",
+)
+GEOGRAPHY_SCHEMA = struct(
+    "io.debezium.data.geometry.Geography",
+    [("wkb", prim("bytes")), ("srid", prim("int32", True))],
+    version=1,
+    doc="Geography",
+)
 HSTORE_MAP_SCHEMA = Schema("map", keys=prim("string"), values=prim("string", True))
 
 
@@ -201,14 +269,18 @@ def _decimal_mapping(length: int, scale: int, modes: TypeModes) -> tuple[Schema,
     variable = length in (0, VARIABLE_SCALE_DECIMAL_LENGTH) and scale == 0
     mode = modes.decimal
     if mode == "double":
+
         def conv_double(s: str) -> Any:
             return "NaN" if s == "NaN" else T.double_json(float(Decimal(s)))
+
         return prim("double"), conv_double
     if mode == "string":
         if variable:
+
             def conv_vstr(s: str) -> Any:
                 d = T.parse_decimal(s)
                 return s.upper() if d is None else T.java_bigdecimal_string(d)
+
             return prim("string"), conv_vstr
 
         def conv_str(s: str) -> Any:
@@ -217,11 +289,14 @@ def _decimal_mapping(length: int, scale: int, modes: TypeModes) -> tuple[Schema,
                 return s.upper()
             u, sc = T.decimal_parts(d)
             return T.java_bigdecimal_string(Decimal(T.set_scale(u, sc, scale)).scaleb(-scale))
+
         return prim("string"), conv_str
     if variable:
+
         def conv_var(s: str) -> Any:
             d = T.parse_decimal(s)
             return None if d is None else T.variable_scale_decimal(d)
+
         return T.VARIABLE_SCALE_DECIMAL_SCHEMA, conv_var
 
     def conv_fixed(s: str, b64: Any = binascii.b2a_base64) -> Any:
@@ -234,10 +309,12 @@ def _decimal_mapping(length: int, scale: int, modes: TypeModes) -> tuple[Schema,
             except ValueError:  # NaN, Infinity
                 pass
             else:
-                return b64(n.to_bytes(((n + (n < 0)).bit_length() >> 3) + 1, "big", signed=True),
-                           newline=False).decode()
+                return b64(
+                    n.to_bytes(((n + (n < 0)).bit_length() >> 3) + 1, "big", signed=True), newline=False
+                ).decode()
         d = T.parse_decimal(s)
         return None if d is None else T.decimal_b64(d, scale)
+
     return T.decimal_schema(scale, length), conv_fixed
 
 
@@ -308,8 +385,9 @@ def _geo_converter(s: str) -> Any:
     return {"wkb": base64.b64encode(ewkb).decode("ascii"), "srid": ewkb_srid(ewkb)}
 
 
-def _type_mapping(info: TypeInfo, length: int, scale: int, registry: TypeRegistry,
-                  modes: TypeModes, top: bool = True) -> tuple[Schema, Converter] | None:
+def _type_mapping(
+    info: TypeInfo, length: int, scale: int, registry: TypeRegistry, modes: TypeModes, top: bool = True
+) -> tuple[Schema, Converter] | None:
     """(schema, converter) for a root (non-domain) type, or None when Debezium drops it."""
     oid = info.oid
     if oid in (BIT, VARBIT):
@@ -357,9 +435,11 @@ def _type_mapping(info: TypeInfo, length: int, scale: int, registry: TypeRegistr
     if oid == BYTEA:
         return _binary_mapping(modes)
     if oid == POINT:
+
         def conv_point(s: str) -> Any:
             x, y = parse_point(s)
             return {"x": x, "y": y, "wkb": point_wkb(x, y), "srid": None}
+
         return POINT_SCHEMA, conv_point
     name = info.name if info.namespace != "pg_catalog" else ""
     if name == "geometry":
@@ -383,7 +463,9 @@ def _type_mapping(info: TypeInfo, length: int, scale: int, registry: TypeRegistr
     return None
 
 
-def _array_mapping(info: TypeInfo, registry: TypeRegistry, modes: TypeModes) -> tuple[Schema, Converter] | None:
+def _array_mapping(
+    info: TypeInfo, registry: TypeRegistry, modes: TypeModes
+) -> tuple[Schema, Converter] | None:
     if info.oid in _UNSUPPORTED_ARRAYS:
         return None
     elem = registry.get(info.elem_oid)
@@ -403,7 +485,10 @@ def _array_mapping(info: TypeInfo, registry: TypeRegistry, modes: TypeModes) -> 
     delim = elem.delim
 
     def convert(s: str) -> list[Any]:
-        return [None if v is None else (None if isinstance(v, list) else elem_conv(v)) for v in parse_array(s, delim)]
+        return [
+            None if v is None else (None if isinstance(v, list) else elem_conv(v))
+            for v in parse_array(s, delim)
+        ]
 
     return Schema("array", items=items), convert
 
@@ -431,8 +516,26 @@ def column_mapping(col: ColumnInfo, registry: TypeRegistry, modes: TypeModes) ->
 _LITERAL = re.compile(r"'(.*?)'")
 _FUNCTION = re.compile(r"^[(]?[A-Za-z0-9_.]+\((?:.+(?:, ?.+)*)?\)")
 _CURRENT = {"current_timestamp", "current_time", "current_date", "localtime", "localtimestamp"}
-_TRIM = {"bit", "varbit", "bool", "numeric", "float4", "float8", "int2", "int4", "serial", "int8", "bigserial",
-         "smallserial", "uuid", "date", "time", "timestamp", "timestamptz", "interval"}
+_TRIM = {
+    "bit",
+    "varbit",
+    "bool",
+    "numeric",
+    "float4",
+    "float8",
+    "int2",
+    "int4",
+    "serial",
+    "int8",
+    "bigserial",
+    "smallserial",
+    "uuid",
+    "date",
+    "time",
+    "timestamp",
+    "timestamptz",
+    "interval",
+}
 
 
 def _extract(expr: str, generated: str | None = None) -> str | None:
@@ -444,8 +547,9 @@ def _extract(expr: str, generated: str | None = None) -> str | None:
     return m.group(1) if m else None
 
 
-def _default_value(col: ColumnInfo, info: TypeInfo, convert: Converter, modes: TypeModes,
-                   registry: TypeRegistry) -> Any:
+def _default_value(
+    col: ColumnInfo, info: TypeInfo, convert: Converter, modes: TypeModes, registry: TypeRegistry
+) -> Any:
     """The schema default Debezium's PostgresDefaultValueConverter derives, or NO_DEFAULT."""
     expr = col.default_expr
     if expr is None:
@@ -548,10 +652,12 @@ def source_type(col: ColumnInfo, registry: TypeRegistry) -> tuple[str, dict[str,
     else:
         tname = info.name
         length, scale = debezium_length_scale(info, col.typmod, registry)
-    return tname, {"__debezium.source.column.type": tname.upper(),
-                   "__debezium.source.column.length": str(length),
-                   "__debezium.source.column.scale": str(scale),
-                   "__debezium.source.column.name": col.name}
+    return tname, {
+        "__debezium.source.column.type": tname.upper(),
+        "__debezium.source.column.length": str(length),
+        "__debezium.source.column.scale": str(scale),
+        "__debezium.source.column.name": col.name,
+    }
 
 
 def toast_placeholder(schema: Schema, modes: TypeModes, type_name: str = "") -> Any:

@@ -36,8 +36,18 @@ def _display_size(oid: int, typmod: int) -> int:
         # pgjdbc: a fraction of 1 digit displays as 2 ("0:0:0.1"::time(1) returns .10).
         sec = 7 if typmod == -1 else 0 if typmod <= 0 else 3 if typmod == 1 else typmod + 1
         return {TIME: 8, TIMETZ: 14, TIMESTAMP: 22, TIMESTAMPTZ: 28}[oid] + sec
-    fixed = {INT2: 6, INT4: 11, OID: 10, INT8: 20, FLOAT4: 15, FLOAT8: 25, CHAR: 1, BOOL: 1, DATE: 13,
-             INTERVAL: 49}
+    fixed = {
+        INT2: 6,
+        INT4: 11,
+        OID: 10,
+        INT8: 20,
+        FLOAT4: 15,
+        FLOAT8: 25,
+        CHAR: 1,
+        BOOL: 1,
+        DATE: 13,
+        INTERVAL: 49,
+    }
     if oid in fixed:
         return fixed[oid]
     if oid in (VARCHAR, BPCHAR):
