@@ -398,19 +398,14 @@ def run_generator(work: Path, name: str, pg: Any, first: int, n: int, rate: floa
 
 def tidemark_settings(cfg_path: Path) -> dict[str, Any]:
     """The settings that decide when a batch reaches the sinks, as the CLI will read them."""
-    from connectors.settings.catalog import SERVER_PROPERTIES
     from connectors.settings.config import load
 
     cfg = load(cfg_path)
-
-    def own(key: str) -> int:
-        return int(cfg.tidemark.get(key, SERVER_PROPERTIES[f"tidemark.{key}"].default))
-
     return {
-        "poll.interval.ms": cfg.source["poll.interval.ms"],
-        "max.batch.size": cfg.source["max.batch.size"],
-        "tidemark.commit.max.events": own("commit.max.events"),
-        "tidemark.offsets.flush.interval.ms": own("offsets.flush.interval.ms"),
+        "poll.interval.ms": cfg.source.poll_interval_ms,
+        "max.batch.size": cfg.source.max_batch_size,
+        "tidemark.commit.max.events": cfg.runtime.commit_max_events,
+        "tidemark.offsets.flush.interval.ms": cfg.runtime.offsets_flush_interval_ms,
     }
 
 

@@ -224,6 +224,7 @@ class GtidTracker:
             else:
                 text = str(self.freeze())
             self._text = text
+        assert text is not None
         return text
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import types
 from pathlib import Path
 from typing import Any
 
@@ -66,21 +65,24 @@ def write_config(
 # --------------------------------------------------------------------------- in-process source
 def source_config(server: Any, warehouse: Path, name: str, server_id: int, **extra: Any) -> Any:
     """A typed connector config (what `config.load` gives the source) for `MySqlSource`."""
+    from cfgutil import config
+
     src = dict(
         server.props(),
         **{
+            "name": name,
+            "topic.prefix": "tm",
             "database.server.id": server_id,
             "max.batch.size": 2048,
             "poll.interval.ms": 100,
             "tombstones.on.delete": True,
             "include.schema.changes": True,
             "skipped.operations": ["t"],
+            "tidemark.warehouse": str(warehouse),
         },
     )
     src.update(extra)
-    return types.SimpleNamespace(
-        source=src, name=name, connector="mariadb", topic_prefix="tm", warehouse=warehouse
-    )
+    return config("mariadb", src)
 
 
 def drain(src: Any) -> list[Any]:

@@ -69,6 +69,36 @@ def test_unknown_log_level_is_a_usage_error(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "cannot read configuration file" in proc.stderr, proc.stderr  # any case
 
 
+def test_config_explain_shows_values_origins_and_descriptions(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.properties"
+    cfg.write_text(
+        PG_KEYS + "debezium.source.database.password=pw-s3cr3t\ndebezium.sink.type=delta\n"
+        "debezium.sink.delta.storage.AWS_SECRET_ACCESS_KEY=k3y-s3cr3t\ndebezium.source.max.queue.size=9000\n"
+    )
+    proc = cli("config", "explain", "--config", str(cfg))
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "pw-s3cr3t" not in out + proc.stderr and "k3y-s3cr3t" not in out + proc.stderr
+    assert "debezium.source.database.password = ********  (file)" in out
+    assert "debezium.source.slot.name = debezium  (default)" in out
+    assert "debezium.source.decimal.handling.mode = precise  (default)" in out
+    assert "    used — How DECIMAL" in out or "    used — " in out
+    assert (
+        "debezium.source.max.queue.size = 9000  (file)\n    ignored: Tidemark has no change-event queue"
+        in out
+    )
+    assert "tidemark.commit.max.events = 4096  (default)" in out
+    doc = orjson.loads(cli("config", "explain", "--config", str(cfg), "--json", "--all").stdout)
+    rows = {r["key"]: r for r in doc["settings"]}
+    assert rows["debezium.sink.delta.storage.AWS_SECRET_ACCESS_KEY"]["value"] == "********"
+    assert rows["debezium.source.snapshot.isolation.mode"]["origin"] == "default"  # --all: the whole catalog
+    assert all(r["description"] for r in doc["settings"])
+    # a broken file is refused as by `run`
+    assert_one_error(
+        cli("config", "explain", "--config", str(tmp_path / "none")), 2, "cannot read configuration"
+    )
+
+
 def test_offsets_commands_report_storage_errors_in_one_line(tmp_path: Path) -> None:
     # A damaged offsets table: deltalake raises its own error (with a Rust backtrace when
     # RUST_BACKTRACE is set); the user gets one line and a hint, exit 1.

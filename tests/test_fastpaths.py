@@ -7,6 +7,8 @@ import struct
 from decimal import Decimal
 from typing import Any
 
+from cfgutil import source as settings_of
+
 from connectors.format import temporal as T
 from connectors.format.schema import prim
 from connectors.format.tableschema import ColumnDef, build
@@ -72,7 +74,7 @@ def _tuple_bytes(values: list[Any]) -> bytes:
 
 
 def _table(**props: Any) -> Any:
-    source = {"column.exclude.list": r"public\.t\.skipped", **props}
+    settings = settings_of("postgres", {"column.exclude.list": r"public\.t\.skipped", **props})
     cols = [
         ColumnDef("id", prim("int32"), int),
         ColumnDef("name", prim("string", optional=True)),
@@ -88,8 +90,8 @@ def _table(**props: Any) -> Any:
         ["id"],
         prefix="srv",
         namer=TopicNamer("srv"),
-        filters=TableFilters.from_source(source, "postgres"),
-        rules=ColumnRules.from_source(source),
+        filters=TableFilters.from_settings(settings),
+        rules=ColumnRules.from_settings(settings),
         source_schema=prim("string"),
         unavailable_marker=UNCHANGED_TOAST,
     )

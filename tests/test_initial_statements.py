@@ -9,12 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cfgutil import source as settings_of
 from mycdc import write_config as my_config
 from pgcdc import run_cli
 from pgcdc import write_config as pg_config
 
 from connectors.api import TerminalError
-from connectors.settings.config import load, split_statements
+from connectors.settings.config import load
+from connectors.settings.values import split_statements
 from connectors.sources.mysql import setup as my_setup
 from connectors.sources.postgres import setup as pg_setup
 
@@ -38,7 +40,7 @@ def test_pg_statements_run_on_each_new_connection(
             "database.initial.statements": f"SELECT set_config('tidemark.probe', 'a;;{SECRET}', false);SET search_path TO pg_catalog",
         }
     )
-    params = pg_setup.PgConnParams.from_props(props)
+    params = pg_setup.PgConnParams.from_settings(settings_of("postgres", props))
     assert SECRET not in repr(params)
     with caplog.at_level("INFO", logger="connectors.sources.postgres.setup"):
         conn = pg_setup.connect(params)
@@ -59,7 +61,7 @@ def test_pg_failing_statement_is_one_clear_error_without_its_text(pg: Any, pg_da
         }
     )
     with pytest.raises(TerminalError) as err:
-        pg_setup.connect(pg_setup.PgConnParams.from_props(props))
+        pg_setup.connect(pg_setup.PgConnParams.from_settings(settings_of("postgres", props)))
     text = str(err.value)
     assert "database.initial.statements: statement 2 of 2 failed" in text
     assert "SQLSTATE 42601 (syntax_error)" in text and SECRET not in text
@@ -88,14 +90,14 @@ def test_pg_connector_runs_them_but_not_on_the_replication_connection(
     assert rows and {r[0] for r in rows} == {"client backend"} and {r[1] for r in rows} == {"x;y"}
     assert "ran 2 database.initial.statements" in proc.stderr and SECRET not in proc.stderr
     # masked wherever the configuration is shown
-    redacted = load(cfg).redacted()
+    redacted = load(cfg).origin.redacted()
     assert redacted["debezium.source.database.initial.statements"] == "********"
 
 
 # --------------------------------------------------------------------------- MySQL / MariaDB
 def test_mysql_statements_run_on_the_setup_connection(mariadb: Any, caplog: pytest.LogCaptureFixture) -> None:
     props = mariadb.props(**{"database.initial.statements": f"SET @probe = 'a;;{SECRET}'; SET @n = 7;"})
-    settings = my_setup.settings_from_props(props)
+    settings = my_setup.connection_settings(settings_of("mariadb", props))
     assert SECRET not in repr(settings)
     with caplog.at_level("INFO", logger="connectors.sources.mysql.setup"):
         conn = my_setup.connect(settings)
@@ -111,7 +113,7 @@ def test_mysql_statements_run_on_the_setup_connection(mariadb: Any, caplog: pyte
 def test_mysql_failing_statement_is_one_clear_error(mariadb: Any) -> None:
     props = mariadb.props(**{"database.initial.statements": f"SELEC '{SECRET}'"})
     with pytest.raises(TerminalError) as err:
-        my_setup.connect(my_setup.settings_from_props(props))
+        my_setup.connect(my_setup.connection_settings(settings_of("mariadb", props)))
     text = str(err.value)
     assert "database.initial.statements: statement 1 of 1 failed" in text and "server error 1064" in text
     assert SECRET not in text

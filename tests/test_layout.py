@@ -163,3 +163,15 @@ def test_the_checker_sees_circles_and_type_checking_blocks(tmp_path: Path) -> No
         assert [m for m, _ in imports(pkg, set())] == ["typing", "r"]
     finally:
         ROOT = old
+
+
+def test_the_lean_install_pulls_neither_spark_nor_airflow() -> None:
+    """`pip install tidemark` is the streaming connector; Spark and Airflow are the extras."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    names = [d.split("=")[0].split("<")[0].split(">")[0].strip().lower() for d in project["dependencies"]]
+    assert not [n for n in names if "spark" in n or "airflow" in n], names
+    extras = project["optional-dependencies"]
+    assert any(d.startswith("pyspark==") for d in extras["spark"])
+    assert any(d.startswith("apache-airflow==") for d in extras["airflow"])

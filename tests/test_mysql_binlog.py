@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 import pytest
+from cfgutil import source as settings_of
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
@@ -443,7 +444,7 @@ def test_time_adjuster(mariadb: Any, mariadb_database: str, unique_name: Any, ad
     tables = _model(db, ddl)
     table = tables.get(db, "adj")
     assert table is not None
-    opts = TypeOptions.from_config({"enable.time.adjuster": str(adjust).lower()})
+    opts = TypeOptions.from_settings(settings_of("mysql", {"enable.time.adjuster": str(adjust).lower()}))
     assert opts.time_adjuster is adjust
     defs = [column_def(c, opts) for c in table.columns]
     rows = [
@@ -661,8 +662,11 @@ def test_time_precision_modes_as_debezium_validates_them() -> None:
     from connectors.api import ConfigError
     from connectors.sources.mysql.types import TypeOptions
 
-    with pytest.raises(ConfigError, match="'adaptive' is no longer supported") as e:
-        TypeOptions.from_config({"time.precision.mode": "adaptive"})
-    assert "adaptive_time_microseconds" in (e.value.hint or "")
+    with pytest.raises(ConfigError, match="time.precision.mode=adaptive is no longer supported") as e:
+        settings_of("mysql", {"time.precision.mode": "adaptive"})  # refused by the configuration
+    assert "use adaptive_time_microseconds" in str(e.value)
     for mode in ("adaptive_time_microseconds", "connect", "isostring", "microseconds", "nanoseconds"):
-        assert TypeOptions.from_config({"time.precision.mode": mode}).time_precision_mode == mode
+        assert (
+            TypeOptions.from_settings(settings_of("mysql", {"time.precision.mode": mode})).time_precision_mode
+            == mode
+        )

@@ -4,11 +4,12 @@ connector's server id, and an unreachable server before/after the first connect.
 from __future__ import annotations
 
 import threading
-import types
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cfgutil import config
+from cfgutil import source as settings_of
 from harness import wait_until
 
 from connectors.api import TerminalError, TransientError
@@ -17,19 +18,17 @@ from connectors.sources.mysql.binlog import BinlogStream
 from connectors.sources.mysql.source import MySqlSource
 
 
-class _Cfg(types.SimpleNamespace):
-    """A connector config stand-in that, like ConnectorConfig, is hashable by identity and can be
-    weakly referenced (SimpleNamespace compares by value)."""
-
-    __hash__ = object.__hash__
-
-
-def _cfg(server: Any, warehouse: Path, name: str, server_id: int) -> _Cfg:
-    src = dict(
-        server.props(),
-        **{"database.server.id": server_id, "database.include.list": "none_such", "connect.timeout.ms": 5000},
+def _cfg(server: Any, warehouse: Path, name: str, server_id: int) -> Any:
+    return config(
+        "mariadb",
+        dict(server.props()),
+        name=name,
+        topic__prefix="tm",
+        database__server__id=server_id,
+        database__include__list="none_such",
+        connect__timeout__ms=5000,
+        tidemark__warehouse=str(warehouse),
     )
-    return _Cfg(source=src, name=name, connector="mariadb", topic_prefix="tm", warehouse=warehouse)
 
 
 def _replica_ids(server: Any) -> set[int]:
@@ -41,7 +40,10 @@ def test_server_id_of_a_live_replica_is_refused(mariadb: Any, tmp_path: Path, un
     one of the two dump threads, so the connector refuses to start and says which id to change."""
     sid = unique_name.server_id()
     other = BinlogStream(
-        setup.settings_from_props(mariadb.props()), sid, lambda db, table: None, heartbeat_s=1.0
+        setup.connection_settings(settings_of("mariadb", mariadb.props())),
+        sid,
+        lambda db, table: None,
+        heartbeat_s=1.0,
     )
     errors: list[BaseException] = []
 
@@ -94,13 +96,16 @@ def test_unreachable_is_terminal_only_before_the_first_connect(
 def test_connection_settings_never_show_the_password() -> None:
     from connectors.sources.mysql.binlog import ConnectionSettings
 
-    s = setup.settings_from_props(
-        {
-            "database.hostname": "db.example",
-            "database.user": "cdc",
-            "database.password": "s3cr3t-pw",
-            "database.ssl.mode": "required",
-        }
+    s = setup.connection_settings(
+        settings_of(
+            "mysql",
+            {
+                "database.hostname": "db.example",
+                "database.user": "cdc",
+                "database.password": "s3cr3t-pw",
+                "database.ssl.mode": "required",
+            },
+        )
     )
     for text in (repr(s), str(s), f"{s}", repr([s]), repr(ConnectionSettings("h", 1, "u", "s3cr3t-pw"))):
         assert "s3cr3t-pw" not in text and "password" not in text, text

@@ -3,10 +3,12 @@ and the MySqlSource end to end against the private MariaDB."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cfgutil import source as settings_of
 from mycdc import drain as _drain
 from mycdc import source_config as _cfg
 from mycdc import started_source as _started
@@ -64,22 +66,26 @@ def test_history_recover_upto(tmp_path: Path) -> None:
 
 
 def test_setup_errors(mariadb: Any, mariadb_factory: Any) -> None:
-    bad = setup.settings_from_props(dict(mariadb.props(), **{"database.password": "wrong-password"}))
+    bad = setup.connection_settings(
+        settings_of("mariadb", dict(mariadb.props(), **{"database.password": "wrong-password"}))
+    )
     bad.user = "nobody"
     with pytest.raises(TerminalError, match="access denied"):
         setup.connect(bad)
     stmt = mariadb_factory(binlog_format="STATEMENT")
     with pytest.raises(TerminalError, match="binlog_format is STATEMENT"):
-        setup.check_server(setup.connect(setup.settings_from_props(stmt.props())))
-    conn = setup.connect(setup.settings_from_props(mariadb.props()))
+        setup.check_server(setup.connect(setup.connection_settings(settings_of("mariadb", stmt.props()))))
+    conn = setup.connect(setup.connection_settings(settings_of("mariadb", mariadb.props())))
     with pytest.raises(TerminalError, match="purged"):
         setup.check_position(conn, {"file": "mysql-bin.000000", "pos": 4}, True)
     with pytest.raises(TerminalError, match="server_id"):
         setup.check_server(conn, int(mariadb.variable("server_id")))
     mariadb.execute("CREATE USER IF NOT EXISTS 'norepl'@'%' IDENTIFIED BY 'pw'")
     mariadb.execute("GRANT SELECT ON *.* TO 'norepl'@'%'")
-    weak = setup.settings_from_props(
-        dict(mariadb.props(), **{"database.user": "norepl", "database.password": "pw"})
+    weak = setup.connection_settings(
+        settings_of(
+            "mariadb", dict(mariadb.props(), **{"database.user": "norepl", "database.password": "pw"})
+        )
     )
     with pytest.raises(TerminalError, match="REPLICATION"):
         setup.check_server(setup.connect(weak))
@@ -457,12 +463,12 @@ def test_lost_history_names_the_recovery(
     cfg, src = _started(mariadb, tmp_path, unique_name, mariadb_database)
     offset = dict(src._start)
     src.close()
-    cfg.path = tmp_path / "my.properties"
+    cfg = dataclasses.replace(cfg, origin=dataclasses.replace(cfg.origin, path=tmp_path / "my.properties"))
     src.history.reset()
     src2 = MySqlSource(cfg, until_caught_up=True)
     with pytest.raises(TerminalError) as err:
         src2.open(offset)
     src2.close()
     assert "schema history" in err.value.message
-    assert f"tidemark offsets reset --config {cfg.path} --yes" in (err.value.hint or "")
+    assert f"tidemark offsets reset --config {cfg.origin.path} --yes" in (err.value.hint or "")
     assert "NOT captured" in (err.value.hint or "") and "snapshot.mode=recovery" not in str(err.value)

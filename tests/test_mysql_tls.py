@@ -12,6 +12,7 @@ from typing import Any
 
 import pymysql
 import pytest
+from cfgutil import source as settings_of
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -129,8 +130,15 @@ def pki(tmp_path: Path) -> Pki:
     return Pki(d)
 
 
+def _settings(props: dict[str, Any]) -> Any:
+    """Connection settings through the configuration, under the connector class whose spelling
+    of database.ssl.mode the props use."""
+    mode = str(props.get("database.ssl.mode", "")).lower()
+    return setup.connection_settings(settings_of("mariadb" if mode in MARIADB_NAMES else "mysql", props))
+
+
 def _connect(server: Any, **props: Any) -> pymysql.connections.Connection:
-    return setup.connect(setup.settings_from_props(dict(server.props(), **props)))
+    return setup.connect(_settings(dict(server.props(), **props)))
 
 
 def _cipher(conn: pymysql.connections.Connection) -> str:
@@ -160,6 +168,7 @@ SSL_MODES = {
     },
 }
 DEFAULT_SSL_MODE = {"mysql": "preferred", "mariadb": "disabled"}
+MARIADB_NAMES = set(SSL_MODES["mariadb"])
 
 
 def test_ssl_mode_values_per_connector_class(tmp_path: Path, pki: Pki) -> None:
@@ -181,7 +190,7 @@ def test_ssl_mode_values_per_connector_class(tmp_path: Path, pki: Pki) -> None:
                 cfg = config.from_mapping(
                     {**base, "connector.class": connector, "database.ssl.mode": spelled}
                 )
-                settings = setup.settings_from_props(cfg.source)
+                settings = setup.connection_settings(cfg.source)
                 assert settings.ssl_mode == mode, (connector, spelled)
                 assert (settings.ssl_context is None) == (mode in ("disabled", "preferred"))
                 if settings.ssl_context is not None:
@@ -197,7 +206,7 @@ def test_ssl_mode_values_per_connector_class(tmp_path: Path, pki: Pki) -> None:
             ):
                 config.from_mapping({**base, "connector.class": connector, "database.ssl.mode": value})
         cfg = config.from_mapping({**base, "connector.class": connector})
-        assert setup.settings_from_props(cfg.source).ssl_mode == DEFAULT_SSL_MODE[connector]
+        assert setup.connection_settings(cfg.source).ssl_mode == DEFAULT_SSL_MODE[connector]
 
 
 def test_modes_against_a_server_without_tls(mariadb: Any) -> None:
@@ -266,9 +275,7 @@ def test_modes_against_a_tls_server(mariadb_factory: Any, pki: Pki, tmp_path: Pa
     ) as conn:
         assert _cipher(conn)
     # The binlog stream uses the same settings: it reads over TLS too.
-    settings = setup.settings_from_props(
-        dict(server.props(), **{"database.ssl.mode": "verify_identity", **ca})
-    )
+    settings = _settings(dict(server.props(), **{"database.ssl.mode": "verify_identity", **ca}))
     stream = BinlogStream(settings, unique_name.server_id(), lambda db, t: None, blocking=False)
     try:
         first = next(iter(stream.events()))
@@ -319,9 +326,9 @@ def test_java_key_stores_are_refused_with_the_conversion(tmp_path: Path) -> None
     with pytest.raises(
         TerminalError, match="is a Java KeyStore \\(JKS\\); Tidemark reads PEM or PKCS12"
     ) as err:
-        setup.settings_from_props(props)
+        _settings(props)
     assert "keytool -importkeystore" in (err.value.hint or "") and "changeit" not in str(err.value)
     with pytest.raises(TerminalError, match="cannot be read"):
-        setup.settings_from_props(dict(props, **{"database.ssl.truststore": str(tmp_path / "missing.pem")}))
-    with pytest.raises(TerminalError, match="is not a TLS mode"):
-        setup.settings_from_props({"database.ssl.mode": "sometimes"})
+        _settings(dict(props, **{"database.ssl.truststore": str(tmp_path / "missing.pem")}))
+    with pytest.raises(TerminalError, match="database.ssl.mode=sometimes is not one of"):
+        _settings({"database.ssl.mode": "sometimes"})

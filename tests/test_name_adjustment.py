@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cfgutil import source as settings_of
 from mycdc import payload, read_jsonl, run_cli, write_config
 
 from connectors.api import TerminalError
@@ -51,13 +52,16 @@ def test_two_names_becoming_one_stop_the_connector(caplog: pytest.LogCaptureFixt
 
 
 def test_namer_reads_the_properties() -> None:
-    namer = TopicNamer.from_source(
-        "tm",
-        {
-            "schema.name.adjustment.mode": "avro_unicode",
-            "field.name.adjustment.mode": "avro",
-            "topic.delimiter": ".",
-        },
+    namer = TopicNamer.from_settings(
+        settings_of(
+            "postgres",
+            {
+                "topic.prefix": "tm",
+                "schema.name.adjustment.mode": "avro_unicode",
+                "field.name.adjustment.mode": "avro",
+                "topic.delimiter": ".",
+            },
+        )
     )
     assert (namer.schema_name.mode, namer.field_name.mode) == ("avro_unicode", "avro")
     assert namer.data_topic("db", "odd-name") == "tm.db.odd-name"  # topics are not adjusted

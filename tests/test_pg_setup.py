@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 import pytest
+from cfgutil import source as settings_of
 
 from connectors.api import TerminalError, TransientError
 from connectors.sources.postgres import setup
@@ -21,7 +22,7 @@ def db(pg: Any, pg_database: str) -> Any:
 
 
 def _params(pg: Any, **props: str) -> PgConnParams:
-    return PgConnParams.from_props(pg.props(**props))
+    return PgConnParams.from_settings(settings_of("postgres", pg.props(**props)))
 
 
 def _exec(conn: Any, *stmts: str) -> None:
@@ -39,13 +40,16 @@ def test_wrong_password(pg: Any) -> None:
 
 
 def test_params_repr_hides_secrets() -> None:
-    p = PgConnParams.from_props(
-        {
-            "database.hostname": "db.example",
-            "database.password": "s3cr3t-pw",
-            "database.sslpassword": "key-pass-77",
-            "database.sslcert": "/c.pem",
-        }
+    p = PgConnParams.from_settings(
+        settings_of(
+            "postgres",
+            {
+                "database.hostname": "db.example",
+                "database.password": "s3cr3t-pw",
+                "database.sslpassword": "key-pass-77",
+                "database.sslcert": "/c.pem",
+            },
+        )
     )
     text = repr(p) + str(p)
     assert "db.example" in text
@@ -110,7 +114,7 @@ def test_pg_hba_refuses_replication(pg_factory: Any) -> None:
         "local all all trust\nlocal replication all trust\nhost postgres all 127.0.0.1/32 scram-sha-256\n"
     )
     server.execute("SELECT pg_reload_conf()", dbname="postgres")
-    params = PgConnParams.from_props(server.props())
+    params = PgConnParams.from_settings(settings_of("postgres", server.props()))
     deadline = time.monotonic() + 10  # the postmaster applies the reload asynchronously
     while True:
         try:

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import pytest
+from cfgutil import source as settings_of
 from harness import wait_until
 
 from connectors.api import TerminalError, TransientError
@@ -43,7 +44,7 @@ def db(pg: Any, pg_database: str) -> Any:
 
 
 def _params(pg: Any, dbname: str) -> setup.PgConnParams:
-    return setup.PgConnParams.from_props(pg.props(**{"database.dbname": dbname}))
+    return setup.PgConnParams.from_settings(settings_of("postgres", pg.props(**{"database.dbname": dbname})))
 
 
 def _exec(conn: Any, *stmts: str) -> None:
@@ -308,7 +309,7 @@ def test_stream_errors(pg: Any, db: Any, pg_database: str, unique_name: Any, pg_
 
     # Server gone under a running stream -> transient (retry), and so is reconnecting to it.
     server = pg_factory()
-    sparams = setup.PgConnParams.from_props(server.props())
+    sparams = setup.PgConnParams.from_settings(settings_of("postgres", server.props()))
     with contextlib.closing(server.connect()) as sconn:
         setup.ensure_slot(sconn, "s1")
         setup.ensure_publication(sconn, "p1", "all_tables")

@@ -1,12 +1,13 @@
-"""Every property Tidemark knows has a short one-line description (connectors/settings/descriptions.py)."""
+"""Every property Tidemark knows has a short one-line description: the catalog's entries carry
+it (`Prop.description`, texts in connectors/settings/descriptions.py), `catalog.describe` also
+covers the parameterised families."""
 
 from __future__ import annotations
 
 import pytest
 
-# The catalog module may move: its import is this one line.
-from connectors.settings.catalog import CATALOG, PREFIX_FAMILIES, SERVER_PREFIXES, SERVER_PROPERTIES
-from connectors.settings.descriptions import CONNECTOR_DESCRIPTIONS, DESCRIPTIONS, describe
+from connectors.settings.catalog import CATALOG, PREFIX_FAMILIES, SERVER_PREFIXES, SERVER_PROPERTIES, describe
+from connectors.settings.descriptions import CONNECTOR_DESCRIPTIONS, DESCRIPTIONS
 
 MAX_LEN = 200
 CONNECTORS = sorted(CATALOG)
@@ -40,6 +41,8 @@ def _describe_problems(names: list[str], connector: str) -> dict[str, str]:
 @pytest.mark.parametrize("connector", CONNECTORS)
 def test_every_catalog_key_is_described(connector: str) -> None:
     assert _describe_problems(sorted(CATALOG[connector]), connector) == {}
+    # the catalog entries themselves carry it
+    assert {n: p for n, prop in CATALOG[connector].items() if (p := _problem(prop.description))} == {}
 
 
 @pytest.mark.parametrize("connector", CONNECTORS)

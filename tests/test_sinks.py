@@ -501,24 +501,21 @@ def test_kafka_config_errors() -> None:
 
 
 def test_build_sinks_from_config(tmp_path: Path) -> None:
-    from types import SimpleNamespace
+    from cfgutil import config
 
     from connectors.sinks import build_sinks
 
-    cfg = SimpleNamespace(
-        name="c1",
-        topic_prefix="srv",
-        warehouse=tmp_path,
-        sink_types=["delta", "jsonl"],
-        sink={"jsonl.path": str(tmp_path / "o.jsonl")},
-        key_schemas_enable=True,
-        value_schemas_enable=False,
+    cfg = config(
+        "postgres",
+        {"topic.prefix": "srv", "name": "c1", "tidemark.warehouse": str(tmp_path)},
+        debezium__sink__type="delta,jsonl",
+        debezium__sink__jsonl__path=str(tmp_path / "o.jsonl"),
+        debezium__format__value__schemas__enable="false",
     )
     sinks = build_sinks(cfg)
     assert [s.name for s in sinks] == ["delta", "jsonl"]
     assert sinks[0].table_uri == f"{tmp_path}/srv/changelog"
-    with pytest.raises(ConfigError, match="unknown sink type"):
-        build_sinks(SimpleNamespace(sink_types=["kafkaa"], sink={}))
+    assert (sinks[1]._ks, sinks[1]._vs) == (True, False)
 
 
 @pytest.mark.kafka

@@ -28,6 +28,8 @@ app = typer.Typer(
 )
 offsets_app = typer.Typer(no_args_is_help=True, help="Inspect or reset a connector's stored offsets.")
 app.add_typer(offsets_app, name="offsets")
+config_app = typer.Typer(no_args_is_help=True, help="Inspect a connector configuration.")
+app.add_typer(config_app, name="config")
 
 log = logging.getLogger("tidemark")
 
@@ -240,6 +242,39 @@ def offsets_reset(
         "(PostgreSQL: the replication slot's confirmed position; MySQL/MariaDB: the current binlog "
         "position, with a fresh schema snapshot)"
     )
+
+
+@config_app.command("explain")
+@_guarded
+def config_explain(
+    config: Path = ConfigOpt,
+    everything: bool = typer.Option(
+        False, "--all", help="Every property the catalog knows for this connector"
+    ),
+    as_json: bool = typer.Option(False, "--json", help="One JSON document instead of text"),
+    log_level: LogLevel = LogLevelOpt("WARNING"),
+) -> None:
+    """Print the effective settings: value (secrets masked), whether it comes from the file or is
+    the default, what Tidemark does with it, and what it means."""
+    import orjson
+
+    from connectors.settings.config import load
+    from connectors.settings.explain import as_text, explain
+
+    _setup_logging(log_level)
+    try:
+        cfg = load(config)
+    except TidemarkError as e:
+        _fail(e, 2)
+    rows = explain(cfg, everything=everything)
+    if as_json:
+        from connectors.settings.explain import as_json as to_json
+
+        doc = {"connector": cfg.name, "class": cfg.connector, "file": str(config), "settings": to_json(rows)}
+        typer.echo(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
+    else:
+        typer.echo(f"# {cfg.name} ({cfg.connector}) from {config}")
+        typer.echo(as_text(rows))
 
 
 @app.command()

@@ -6,50 +6,58 @@ later the Spark jobs and the Airflow operators) build their engines here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from connectors.api import Sink, Source
+from connectors.engine.loop import Engine
+from connectors.settings.config import ConnectorConfig
+from connectors.sinks import build_sinks
+from connectors.sinks.delta import DeltaChangeLogSink
+from connectors.state.offsets import DeltaOffsetStore
+from connectors.state.storage import check_writable
 
-def build_engine(cfg: Any, *, until_caught_up: bool = False, max_seconds: float | None = None) -> Any:
+
+def build_engine(
+    cfg: ConnectorConfig, *, until_caught_up: bool = False, max_seconds: float | None = None
+) -> Engine:
     """Wire source, sinks and offset store for a loaded config."""
-    from connectors.engine.loop import Engine
-    from connectors.sinks import build_sinks
-    from connectors.state.offsets import DeltaOffsetStore
+    source_class, offset_key = _source(cfg)
 
-    if cfg.connector == "postgres":
-        from connectors.sources.postgres.source import PostgresSource, offset_key
-
-        def factory() -> Any:
-            return PostgresSource(cfg, until_caught_up=until_caught_up, max_seconds=max_seconds)
-    else:
-        from connectors.sources.mysql.source import MySqlSource, offset_key  # type: ignore[no-redef]
-
-        def factory() -> Any:
-            return MySqlSource(cfg, until_caught_up=until_caught_up, max_seconds=max_seconds)
+    def factory() -> Source:
+        return source_class(cfg, until_caught_up=until_caught_up, max_seconds=max_seconds)
 
     sinks = build_sinks(cfg)
     _check_storage(cfg, sinks)
-    offsets = DeltaOffsetStore(cfg.warehouse, cfg.name)
-    retries = int(cfg.source.get("errors.max.retries", -1))
-    own = cfg.tidemark
     return Engine(
         factory,
         sinks,
-        offsets,
+        DeltaOffsetStore(cfg.warehouse, cfg.name),
         offset_key=offset_key,
-        max_retries=retries,
-        commit_max_events=int(own.get("commit.max.events", 4096)),
-        offsets_flush_s=int(own.get("offsets.flush.interval.ms", 1000)) / 1000,
+        max_retries=cfg.source.errors_max_retries,
+        commit_max_events=cfg.runtime.commit_max_events,
+        offsets_flush_s=cfg.runtime.offsets_flush_interval_ms / 1000,
     )
 
 
-def _check_storage(cfg: Any, sinks: list[Any]) -> None:
+def _source(cfg: ConnectorConfig) -> tuple[Callable[..., Source], Callable[[dict[str, Any] | None], tuple]]:
+    """The source class of the configured connector and its offsets' total order. Imported here,
+    not at the top: a PostgreSQL-only process never loads the binlog reader, and vice versa."""
+    if cfg.connector == "postgres":
+        from connectors.sources.postgres import source as pg
+
+        return pg.PostgresSource, pg.offset_key
+    from connectors.sources.mysql import source as my
+
+    return my.MySqlSource, my.offset_key
+
+
+def _check_storage(cfg: ConnectorConfig, sinks: list[Sink]) -> None:
     """Refuse unwritable storage before the source connects (and creates a slot or takes a
     binlog position): the warehouse when something is kept there (offsets for sinks that keep
     none, MySQL's schema history), and each Delta change log."""
-    from connectors.state.storage import check_writable
-
     for s in sinks:
-        if s.name == "delta":
+        if isinstance(s, DeltaChangeLogSink):
             check_writable(s.table_uri, "the Delta change log", storage_options=s.storage_options)
     if cfg.connector != "postgres" or not all(getattr(s, "keeps_offsets", False) for s in sinks):
         check_writable(cfg.warehouse, "the warehouse (tidemark.warehouse)")

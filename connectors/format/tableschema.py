@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,7 @@ from connectors.format.envelope import NEWKEY, OLDKEY, change_value, envelope_sc
 from connectors.format.schema import NO_DEFAULT, Schema, struct
 from connectors.format.topics import TopicNamer, schema_name
 from connectors.settings.filters import ColumnRules, TableFilters
+from connectors.settings.model import SourceSettings
 
 log = logging.getLogger(__name__)
 
@@ -139,9 +140,9 @@ def unchanged_update(ts: TableSchema, old_raw: Sequence[Any] | None, new_raw: Se
     return old_raw is not None and ts.row(old_raw) == ts.row(new_raw)
 
 
-def failure_mode(src: Mapping[str, Any]) -> str:
+def failure_mode(s: SourceSettings) -> str:
     """event.processing.failure.handling.mode: fail, warn or skip (`ignore` is skip's old name)."""
-    mode = str(src.get("event.processing.failure.handling.mode") or "fail")
+    mode = s.event_processing_failure_handling_mode
     return "skip" if mode == "ignore" else mode
 
 
@@ -191,6 +192,10 @@ def _compile(
 SourceTypeHook = Callable[[ColumnDef], tuple[str, dict[str, str]]]
 
 
+def _then(first: Callable[[Any], Any], second: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return lambda v: second(first(v))
+
+
 def build(
     namespace: str,
     table: str,
@@ -224,9 +229,9 @@ def build(
                 if schema.type == "string":
                     fn = rules.mapper_transform(mapper, col.length)
                     if fn is not None:
-                        convert = fn if convert is None else (lambda v, a=convert, b=fn: b(a(v)))
-                    if mapper[0] == "mask":
-                        null = fn(None)  # Debezium's MaskStrings replaces NULL as well
+                        convert = fn if convert is None else _then(convert, fn)
+                        if mapper[0] == "mask":
+                            null = fn(None)  # Debezium's MaskStrings replaces NULL as well
                 mapped = _mapper_parameters(mapper, col.length)
                 if mapped:
                     schema = schema.with_parameters(mapped)

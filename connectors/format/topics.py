@@ -7,10 +7,10 @@ import logging
 import re
 import struct
 import unicodedata
-from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
 from connectors.api import TerminalError
+from connectors.settings.model import SourceSettings
 
 log = logging.getLogger(__name__)
 
@@ -43,15 +43,15 @@ class TopicNamer:
         self.field_name = NameAdjuster(field_names, field=True)
 
     @classmethod
-    def from_source(cls, prefix: str, src: Mapping[str, Any]) -> TopicNamer:
-        """From the connector properties (`topic.*`, `*.name.adjustment.mode`)."""
+    def from_settings(cls, s: SourceSettings) -> TopicNamer:
+        """From the connector's `topic.*` and `*.name.adjustment.mode` settings."""
         return cls(
-            prefix,
-            src.get("topic.delimiter") or ".",
-            src.get("topic.transaction") or "transaction",
-            src.get("topic.heartbeat.prefix") or "__debezium-heartbeat",
-            src.get("schema.name.adjustment.mode") or "none",
-            src.get("field.name.adjustment.mode") or "none",
+            s.topic_prefix,
+            s.topic_delimiter,
+            s.topic_transaction,
+            s.topic_heartbeat_prefix,
+            s.schema_name_adjustment_mode,
+            s.field_name_adjustment_mode,
         )
 
     def data_topic(self, namespace: str, table: str) -> str:

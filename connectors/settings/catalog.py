@@ -14,23 +14,51 @@ Debezium does) and ``password`` (a string that is never logged).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
+
+from connectors.settings.descriptions import CONNECTOR_DESCRIPTIONS, DESCRIPTIONS
+from connectors.settings.modes import (
+    BigintUnsignedMode,
+    BinaryMode,
+    Connector,
+    DecimalMode,
+    FailureMode,
+    HstoreMode,
+    IntervalMode,
+    KafkaClient,
+    MariaDbSslMode,
+    MySqlSnapshotMode,
+    MySqlSslMode,
+    MySqlTimePrecision,
+    NameAdjustment,
+    Operation,
+    PgSnapshotMode,
+    PgSslMode,
+    PgTimePrecision,
+    PluginName,
+    PublicationMode,
+    SinkType,
+    WireFormat,
+    choices,
+)
 
 PropType = Literal["str", "int", "bool", "list", "enum", "regex-list", "password"]
-Connector = Literal["postgres", "mysql", "mariadb"]
 
 
 @dataclass(frozen=True, slots=True)
 class Prop:
-    """One known property: name, type, Debezium's default (already typed) and, for enums, the
-    valid values."""
+    """One known property: name, type, Debezium's default (already typed), for enums the valid
+    values, and a one-line description (what it controls; attached per connector from
+    `descriptions.py`)."""
 
     name: str
     type: PropType
     default: Any = None
     choices: tuple[str, ...] = ()
+    description: str = ""
 
 
 def P(name: str, type: PropType, default: Any = None, choices: tuple[str, ...] = ()) -> Prop:  # noqa: N802
@@ -81,7 +109,7 @@ COMMON: tuple[Prop, ...] = (
     P("name", "str"),  # tidemark: defaults to topic.prefix
     P("connector.class", "str"),
     P("heartbeat.interval.ms", "int", 0),
-    P("binary.handling.mode", "enum", "bytes", ("base64", "base64-url-safe", "bytes", "hex")),
+    P("binary.handling.mode", "enum", "bytes", choices(BinaryMode)),
     P("column.exclude.list", "regex-list"),
     P("column.include.list", "regex-list"),
     P("column.propagate.source.type", "regex-list"),
@@ -99,13 +127,13 @@ COMMON: tuple[Prop, ...] = (
     P("database.query.timeout.ms", "int", 600000),
     P("database.user", "str"),
     P("datatype.propagate.source.type", "regex-list"),
-    P("decimal.handling.mode", "enum", "precise", ("double", "precise", "string")),
+    P("decimal.handling.mode", "enum", "precise", choices(DecimalMode)),
     P("errors.max.retries", "int", -1),
     P("event.converting.failure.handling.mode", "enum", "warn", ("fail", "skip", "warn")),
-    P("event.processing.failure.handling.mode", "enum", "fail", ("fail", "ignore", "skip", "warn")),
+    P("event.processing.failure.handling.mode", "enum", "fail", choices(FailureMode)),
     P("executor.shutdown.timeout.ms", "int", 4000),
     P("extended.headers.enabled", "bool", True),  # the __debezium.context.* headers (sinks/__init__.py)
-    P("field.name.adjustment.mode", "enum", "none", ("avro", "avro_unicode", "none")),
+    P("field.name.adjustment.mode", "enum", "none", choices(NameAdjustment)),
     P("guardrail.collections.limit.action", "enum", "warn", ("fail", "warn")),
     P("guardrail.collections.max", "int", 0),
     P("heartbeat.action.query", "str"),
@@ -146,7 +174,7 @@ COMMON: tuple[Prop, ...] = (
     P("retriable.restart.connector.wait.ms", "int", 10000),
     P("schema.exclude.list", "regex-list"),
     P("schema.include.list", "regex-list"),
-    P("schema.name.adjustment.mode", "enum", "none", ("avro", "avro_unicode", "none")),
+    P("schema.name.adjustment.mode", "enum", "none", choices(NameAdjustment)),
     P("signal.data.collection", "list"),
     P("signal.enabled.channels", "list", ["source"]),
     P("signal.file", "str"),
@@ -156,7 +184,7 @@ COMMON: tuple[Prop, ...] = (
     P("signal.kafka.topic", "str"),
     P("signal.poll.interval.ms", "int", 5000),
     P("skip.messages.without.change", "bool", False),
-    P("skipped.operations", "list", ["t"], ("c", "u", "d", "t", "r", "none")),
+    P("skipped.operations", "list", ["t"], choices(Operation)),
     P("snapshot.delay.ms", "int", 0),
     P("snapshot.fetch.size", "int"),
     P("snapshot.include.collection.list", "regex-list"),
@@ -205,17 +233,17 @@ POSTGRES: tuple[Prop, ...] = (
         "database.sslmode",
         "enum",
         "prefer",
-        ("allow", "disable", "prefer", "require", "verify-ca", "verify-full"),
+        choices(PgSslMode),
     ),
     P("database.sslpassword", "password"),
     P("database.sslrootcert", "str"),
     P("database.tcpKeepAlive", "bool", True),
     P("flush.lsn.source", "bool", True),
-    P("hstore.handling.mode", "enum", "json", ("json", "map")),
+    P("hstore.handling.mode", "enum", "json", choices(HstoreMode)),
     P("include.unknown.datatypes", "bool", False),
     P("internal.create.slot.command.timeout", "int", 90),
     P("internal.slot.seek.to.known.offset.on.start", "bool", False),
-    P("interval.handling.mode", "enum", "numeric", ("numeric", "string")),
+    P("interval.handling.mode", "enum", "numeric", choices(IntervalMode)),
     P("lsn.flush.mode", "enum", None, ("connector", "connector_and_driver", "manual")),
     P("lsn.flush.timeout.action", "enum", "fail", ("fail", "ignore", "warn")),
     P("lsn.flush.timeout.ms", "int", 30000),
@@ -228,14 +256,12 @@ POSTGRES: tuple[Prop, ...] = (
         "no_validation",
         ("no_validation", "trust_greater_lsn", "trust_offset", "trust_slot"),
     ),
-    P(
-        "plugin.name", "enum", "pgoutput", ("pgoutput",)
-    ),  # tidemark: Debezium lists decoderbufs; only pgoutput works
+    P("plugin.name", "enum", "pgoutput", choices(PluginName)),  # tidemark: Debezium lists decoderbufs
     P(
         "publication.autocreate.mode",
         "enum",
         "all_tables",
-        ("all_tables", "disabled", "filtered", "no_tables"),
+        choices(PublicationMode),
     ),
     P("publication.name", "str", "dbz_publication"),
     P("publish.via.partition.root", "bool", False),
@@ -259,36 +285,17 @@ POSTGRES: tuple[Prop, ...] = (
         ("read_committed", "read_uncommitted", "repeatable_read", "serializable"),
     ),
     P("snapshot.locking.mode", "enum", "none", ("custom", "none", "shared")),
-    P(
-        "snapshot.mode",
-        "enum",
-        "initial",
-        (
-            "always",
-            "configuration_based",
-            "custom",
-            "initial",
-            "initial_only",
-            "never",
-            "no_data",
-            "when_needed",
-        ),
-    ),
+    P("snapshot.mode", "enum", "initial", choices(PgSnapshotMode)),
     P("sourceinfo.struct.maker", "str", "io.debezium.connector.postgresql.PostgresSourceInfoStructMaker"),
     P("status.update.interval.ms", "int", 10000),
-    P(
-        "time.precision.mode",
-        "enum",
-        "adaptive",
-        ("adaptive", "adaptive_time_microseconds", "connect", "isostring", "microseconds", "nanoseconds"),
-    ),
+    P("time.precision.mode", "enum", "adaptive", choices(PgTimePrecision)),
     P("topic.naming.strategy", "str", "io.debezium.schema.SchemaTopicNamingStrategy"),
     P("xmin.fetch.interval.ms", "int", 0),
 )
 
 # --------------------------------------------------------------------------- MySQL (and MariaDB)
 MYSQL: tuple[Prop, ...] = (
-    P("bigint.unsigned.handling.mode", "enum", "long", ("long", "precise")),
+    P("bigint.unsigned.handling.mode", "enum", "long", choices(BigintUnsignedMode)),
     P("binlog.buffer.size", "int", 0),
     P("binlog.net.read.timeout", "int", 0),
     P("binlog.net.write.timeout", "int", 0),
@@ -304,12 +311,7 @@ MYSQL: tuple[Prop, ...] = (
     P("database.server.id.offset", "int", 10000),
     P("database.ssl.keystore", "str"),
     P("database.ssl.keystore.password", "password"),
-    P(
-        "database.ssl.mode",
-        "enum",
-        "preferred",
-        ("disabled", "preferred", "required", "verify_ca", "verify_identity"),
-    ),
+    P("database.ssl.mode", "enum", "preferred", choices(MySqlSslMode)),
     P("database.ssl.truststore", "str"),
     P("database.ssl.truststore.password", "password"),
     P("ddl.parser.type", "enum", "default", ("default", "legacy")),
@@ -334,28 +336,14 @@ MYSQL: tuple[Prop, ...] = (
         "minimal",
         ("custom", "extended", "minimal", "minimal_percona", "minimal_percona_no_table_locks", "none"),
     ),
-    P(
-        "snapshot.mode",
-        "enum",
-        "initial",
-        (
-            "always",
-            "configuration_based",
-            "custom",
-            "initial",
-            "initial_only",
-            "never",
-            "no_data",
-            "recovery",
-            "when_needed",
-        ),
-    ),
+    P("snapshot.mode", "enum", "initial", choices(MySqlSnapshotMode)),
     P("sourceinfo.struct.maker", "str", "io.debezium.connector.mysql.MySqlSourceInfoStructMaker"),
+    # `adaptive` is a value of Debezium's enum that its binlog connectors refuse (validate.py says why)
     P(
         "time.precision.mode",
         "enum",
         "adaptive_time_microseconds",
-        ("adaptive", "adaptive_time_microseconds", "connect", "isostring", "microseconds", "nanoseconds"),
+        choices(MySqlTimePrecision) + ("adaptive",),
     ),
     P("topic.naming.strategy", "str", "io.debezium.schema.DefaultTopicNamingStrategy"),
     P("use.nongraceful.disconnect", "bool", False),
@@ -365,24 +353,29 @@ MYSQL: tuple[Prop, ...] = (
 MARIADB_OVERRIDES: tuple[Prop, ...] = (
     P("database.jdbc.driver", "str", "org.mariadb.jdbc.Driver"),
     P("database.protocol", "str", "jdbc:mariadb"),
-    P("database.ssl.mode", "enum", "disable", ("disable", "trust", "verify-ca", "verify-full")),
+    P("database.ssl.mode", "enum", "disable", choices(MariaDbSslMode)),
     P("snapshot.locking.mode", "enum", "minimal", ("custom", "extended", "minimal", "none")),
     P("sourceinfo.struct.maker", "str", "io.debezium.connector.mariadb.MariaDbSourceInfoStructMaker"),
 )
 
 
-def _catalog(*groups: tuple[Prop, ...]) -> dict[str, Prop]:
+def _describe(name: str, connector: Connector | None) -> str:
+    override = CONNECTOR_DESCRIPTIONS.get((connector, name)) if connector else None
+    return override if override is not None else DESCRIPTIONS.get(name, "")
+
+
+def _catalog(connector: Connector, *groups: tuple[Prop, ...]) -> dict[str, Prop]:
     out: dict[str, Prop] = {}
     for group in groups:
         for prop in group:
-            out[prop.name] = prop
+            out[prop.name] = dataclasses.replace(prop, description=_describe(prop.name, connector))
     return out
 
 
 CATALOG: dict[Connector, dict[str, Prop]] = {
-    "postgres": _catalog(COMMON, POSTGRES),
-    "mysql": _catalog(COMMON, MYSQL),
-    "mariadb": _catalog(COMMON, MYSQL, MARIADB_OVERRIDES),
+    "postgres": _catalog("postgres", COMMON, POSTGRES),
+    "mysql": _catalog("mysql", COMMON, MYSQL),
+    "mariadb": _catalog("mariadb", COMMON, MYSQL, MARIADB_OVERRIDES),
 }
 """Connector property name → Prop, per connector (current names only)."""
 
@@ -407,10 +400,12 @@ ALIASES: dict[str, str] = {
 }
 """Deprecated property name → current name. Normalised on load with one warning per alias."""
 
-VALUE_ALIASES: dict[str, dict[str, str]] = {
-    "snapshot.mode": {"schema_only": "no_data", "schema_only_recovery": "recovery", "exported": "initial"},
+VALUE_ALIASES: dict[Connector, dict[str, dict[str, str]]] = {
+    "postgres": {"snapshot.mode": {"schema_only": "no_data", "exported": "initial"}},
+    "mysql": {"snapshot.mode": {"schema_only": "no_data", "schema_only_recovery": "recovery"}},
+    "mariadb": {"snapshot.mode": {"schema_only": "no_data", "schema_only_recovery": "recovery"}},
 }
-"""Deprecated enum values → current value, per property."""
+"""Deprecated enum values → current value, per connector and property (each connector had its own)."""
 
 INCLUDE_EXCLUDE_PAIRS: tuple[tuple[str, str], ...] = (
     ("database.include.list", "database.exclude.list"),
@@ -650,21 +645,21 @@ SUPPORTED_CONVERTER_TYPES: frozenset[str] = frozenset()
 accepted with a warning and ignored (they are Java classes)."""
 
 # --------------------------------------------------------------------------- sink / format / tidemark
-SINK_TYPES: tuple[str, ...] = ("kafka", "delta", "jsonl")
+SINK_TYPES: tuple[str, ...] = get_args(SinkType)  # in this order in messages
 
 SERVER_PROPERTIES: dict[str, Prop] = {
-    p.name: p
+    p.name: dataclasses.replace(p, description=_describe(p.name, None))
     for p in (
         P("debezium.sink.type", "list", None, SINK_TYPES),
-        P("debezium.sink.kafka.client", "enum", "confluent", ("confluent", "kafka-python")),
+        P("debezium.sink.kafka.client", "enum", "confluent", choices(KafkaClient)),
         P("debezium.sink.jsonl.path", "str"),
         P("debezium.sink.delta.table.path", "str"),  # default <warehouse>/<topic.prefix>/changelog
         P("debezium.sink.kafka.topic.creation.enable", "bool", True),
         P("debezium.sink.kafka.topic.creation.partitions", "int", -1),
         P("debezium.sink.kafka.topic.creation.replication.factor", "int", -1),
         P("debezium.sink.kafka.flush.timeout.ms", "int"),
-        P("debezium.format.key", "enum", "json", ("json",)),
-        P("debezium.format.value", "enum", "json", ("json",)),
+        P("debezium.format.key", "enum", "json", choices(WireFormat)),
+        P("debezium.format.value", "enum", "json", choices(WireFormat)),
         P("debezium.format.key.schemas.enable", "bool", True),
         P("debezium.format.value.schemas.enable", "bool", True),
         P("tidemark.warehouse", "str", "./warehouse"),
@@ -699,3 +694,19 @@ SANITIZE_PATTERN = re.compile(
 """Keys whose values are secrets (Debezium's custom.sanitize.pattern default, plus SSL key passwords,
 every delta-rs storage option: access keys, SAS tokens and service-account JSON hide under
 many names, so all of them are masked, and database.initial.statements, which may set secrets)."""
+
+
+def describe(name: str, connector: Connector) -> str:
+    """The description of `name` as a property of `connector`: a catalog or server key, a
+    parameterised family (`column.mask.with.8.chars`) or a pass-through prefix. KeyError for a
+    name the catalog does not know for that connector."""
+    prop = CATALOG[connector].get(name) or SERVER_PROPERTIES.get(name)
+    if prop is not None:
+        return prop.description
+    for family in PREFIX_FAMILIES:
+        if connector in family.connectors and family.pattern.fullmatch(name):
+            return DESCRIPTIONS[family.pattern.pattern]
+    for prefix, _type in SERVER_PREFIXES:
+        if name.startswith(prefix):
+            return DESCRIPTIONS[prefix]
+    raise KeyError(f"no {connector} property named {name!r}")

@@ -7,13 +7,11 @@ prefix. `CONNECTOR_DESCRIPTIONS` overrides a text where the same name means some
 for one connector. The texts say what a key means in Debezium; what Tidemark does with it lives in
 the classification tables of the catalog module, so it is not repeated here.
 
-Use `describe(name, connector)`.
+The catalog attaches these to its entries (`Prop.description`); `catalog.describe(name, connector)`
+also covers the parameterised families. This module holds only text (the catalog imports it).
 """
 
 from __future__ import annotations
-
-# The catalog module may move; this is the only line that names it.
-from connectors.settings.catalog import CATALOG, PREFIX_FAMILIES, SERVER_PREFIXES, SERVER_PROPERTIES
 
 # --------------------------------------------------------------------------- connector properties
 _COMMON: dict[str, str] = {
@@ -436,23 +434,3 @@ CONNECTOR_DESCRIPTIONS: dict[tuple[str, str], str] = {
     },
 }
 """(connector, name) → description, where the name means something different for that connector."""
-
-
-def describe(name: str, connector: str) -> str:
-    """The description of `name` as a property of `connector` (postgres, mysql or mariadb).
-
-    Looks up the connector override, then the plain description (for catalog and server keys), then
-    the first parameterised family whose pattern fullmatches, then the server prefixes. Raises
-    KeyError for a connector or name the catalog does not know (also a name of another connector)."""
-    if connector not in CATALOG:
-        raise KeyError(f"unknown connector {connector!r}")
-    if name in CATALOG[connector] or name in SERVER_PROPERTIES:
-        override = CONNECTOR_DESCRIPTIONS.get((connector, name))
-        return override if override is not None else DESCRIPTIONS[name]
-    for family in PREFIX_FAMILIES:
-        if connector in family.connectors and family.pattern.fullmatch(name):
-            return DESCRIPTIONS[family.pattern.pattern]
-    for prefix, _type in SERVER_PREFIXES:
-        if name.startswith(prefix):
-            return DESCRIPTIONS[prefix]
-    raise KeyError(f"no {connector} property named {name!r}")

@@ -13,12 +13,13 @@ import hashlib
 import logging
 import re
 import struct
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from connectors.api import ConfigError
 from connectors.settings.catalog import HASH_ALGORITHMS
+from connectors.settings.model import MySqlSettings, PostgresSettings, SourceSettings
 
 log = logging.getLogger(__name__)
 
@@ -78,19 +79,24 @@ class TableFilters:
     _cache: dict[tuple[str, str], bool] = field(default_factory=dict)
 
     @classmethod
-    def from_source(cls, source: Mapping[str, Any], connector: str) -> "TableFilters":
-        ns = "schema" if connector == "postgres" else "database"
-        system = PG_SYSTEM_SCHEMAS if connector == "postgres" else MYSQL_SYSTEM_DBS
-        if connector != "postgres" and not source.get("table.ignore.builtin", True):
-            system = frozenset()
-
-        def pair(family: str) -> NameFilter:
-            return NameFilter(
-                compile_list(source.get(f"{family}.include.list"), f"{family}.include.list"),
-                compile_list(source.get(f"{family}.exclude.list"), f"{family}.exclude.list"),
+    def from_settings(cls, s: SourceSettings) -> TableFilters:
+        """The filters of a connector's settings: schemas (PostgreSQL) or databases (MySQL),
+        tables and columns."""
+        if isinstance(s, PostgresSettings):
+            namespace = NameFilter(compile_list(s.schema_include_list), compile_list(s.schema_exclude_list))
+            system = PG_SYSTEM_SCHEMAS
+        else:
+            assert isinstance(s, MySqlSettings)
+            namespace = NameFilter(
+                compile_list(s.database_include_list), compile_list(s.database_exclude_list)
             )
-
-        return cls(pair(ns), pair("table"), pair("column"), system)
+            system = MYSQL_SYSTEM_DBS if s.table_ignore_builtin else frozenset()
+        return cls(
+            namespace,
+            NameFilter(compile_list(s.table_include_list), compile_list(s.table_exclude_list)),
+            NameFilter(compile_list(s.column_include_list), compile_list(s.column_exclude_list)),
+            system,
+        )
 
     def captures(self, namespace: str, table: str) -> bool:
         key = (namespace, table)
@@ -147,28 +153,24 @@ class ColumnRules:
     propagate_types: list[Pattern]
 
     @classmethod
-    def from_source(cls, source: Mapping[str, Any]) -> "ColumnRules":
+    def from_settings(cls, s: SourceSettings) -> ColumnRules:
         trunc, mask, hashes = [], [], []
-        for key, value in source.items():
-            m = re.fullmatch(r"column\.truncate\.to\.(\d+)\.chars", key)
-            if m:
-                trunc.append((int(m.group(1)), compile_list(value, key)))
-                continue
-            m = re.fullmatch(r"column\.mask\.with\.(\d+)\.chars", key)
-            if m:
-                mask.append((int(m.group(1)), compile_list(value, key)))
-                continue
-            m = re.fullmatch(r"column\.mask\.hash\.(v2\.)?(.+?)\.with\.salt\.(.+)", key)
-            if m:
-                alg = hash_algorithm(m.group(2), key)
-                hashes.append((alg, m.group(3).encode(), bool(m.group(1)), compile_list(value, key)))
+        for rule in s.column_rules:
+            pats = list(rule.patterns)
+            if rule.kind == "truncate":
+                trunc.append((rule.length or 0, pats))
+            elif rule.kind == "mask":
+                mask.append((rule.length or 0, pats))
+            else:
+                alg = hash_algorithm(rule.algorithm or "", f"column.mask.hash.{rule.algorithm}")
+                hashes.append((alg, (rule.salt or "").encode(), rule.kind == "hash_v2", pats))
         return cls(
             trunc,
             mask,
             hashes,
-            parse_key_columns(source.get("message.key.columns")),
-            compile_list(source.get("column.propagate.source.type")),
-            compile_list(source.get("datatype.propagate.source.type")),
+            parse_key_columns(s.message_key_columns),
+            compile_list(s.column_propagate_source_type),
+            compile_list(s.datatype_propagate_source_type),
         )
 
     def key_override(self, table_id: str) -> list[str] | None:

@@ -4,11 +4,10 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
-from typing import Any
 
-from connectors.api import Batch, ConfigError, Record
+from connectors.api import Batch, Record
 from connectors.format.serde import to_json_bytes
+from connectors.settings.config import ConnectorConfig
 
 KeyValue = tuple[bytes | None, bytes | None]
 
@@ -53,21 +52,13 @@ def serialized_batch(batch: Batch, key_schemas: bool = True, value_schemas: bool
     return out
 
 
-def sink_types(cfg: Any) -> list[str]:
-    raw = getattr(cfg, "sink_types", None) or (getattr(cfg, "sink", {}) or {}).get("type") or []
-    if isinstance(raw, str):
-        raw = [s for s in (p.strip() for p in raw.split(",")) if s]
-    return [str(s).strip().lower() for s in raw]
-
-
-def context_headers_for(cfg: Any) -> tuple[tuple[str, bytes], ...]:
+def context_headers_for(cfg: ConnectorConfig) -> tuple[tuple[str, bytes], ...]:
     """The `__debezium.context.*` headers when `extended.headers.enabled` is on (the default)."""
-    source = getattr(cfg, "source", {}) or {}
-    if not source.get("extended.headers.enabled", True):
+    if not cfg.source.extended_headers_enabled:
         return ()
     from connectors.format.envelope import context_headers
 
-    return context_headers(str(getattr(cfg, "topic_prefix", "")), str(getattr(cfg, "connector", "")))
+    return context_headers(cfg.topic_prefix, cfg.connector)
 
 
 def with_context(record: Record, ctx: tuple[tuple[str, bytes], ...]) -> tuple[tuple[str, bytes], ...]:
@@ -77,27 +68,6 @@ def with_context(record: Record, ctx: tuple[tuple[str, bytes], ...]) -> tuple[tu
     return record.headers + ctx if record.headers else ctx
 
 
-def sub_config(sink_cfg: Mapping[str, Any], prefix: str) -> dict[str, Any]:
-    """`{rest: value}` for every key of `sink_cfg` starting with `prefix` (e.g. 'kafka.producer.')."""
-    return {k[len(prefix) :]: v for k, v in sink_cfg.items() if k.startswith(prefix)}
-
-
-def as_bool(value: Any, key: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    s = str(value).strip().lower()
-    if s in ("true", "1", "yes", "on"):
-        return True
-    if s in ("false", "0", "no", "off"):
-        return False
-    raise ConfigError(f"{key}: expected true or false, got {value!r}")
-
-
-def schema_flags(cfg: Any) -> tuple[bool, bool]:
-    """(key schemas enabled, value schemas enabled) from the connector config, default true."""
-    ks = getattr(cfg, "key_schemas_enable", True)
-    vs = getattr(cfg, "value_schemas_enable", True)
-    return (
-        as_bool(ks, "debezium.format.key.schemas.enable"),
-        as_bool(vs, "debezium.format.value.schemas.enable"),
-    )
+def schema_flags(cfg: ConnectorConfig) -> tuple[bool, bool]:
+    """(key schemas enabled, value schemas enabled): the JsonConverter's `schemas.enable`."""
+    return cfg.format.key_schemas_enable, cfg.format.value_schemas_enable

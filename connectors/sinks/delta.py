@@ -37,7 +37,8 @@ import orjson
 import pyarrow as pa
 
 from connectors.api import Batch, Record, TerminalError, TransientError
-from connectors.sinks.common import schema_flags, sub_config
+from connectors.settings.config import ConnectorConfig
+from connectors.sinks.common import schema_flags
 from connectors.state.storage import storage_error
 
 log = logging.getLogger(__name__)
@@ -355,11 +356,13 @@ class DeltaChangeLogSink:
         self._open()
 
     @classmethod
-    def from_config(cls, cfg: Any, *, context: tuple[tuple[str, bytes], ...] = ()) -> DeltaChangeLogSink:
-        s: Mapping[str, Any] = getattr(cfg, "sink", {}) or {}
+    def from_config(
+        cls, cfg: ConnectorConfig, *, context: tuple[tuple[str, bytes], ...] = ()
+    ) -> DeltaChangeLogSink:
+        d = cfg.sink.delta
         ks, vs = schema_flags(cfg)
-        uri = s.get("delta.table.path") or f"{str(cfg.warehouse).rstrip('/')}/{cfg.topic_prefix}/changelog"
-        storage = {k: str(v) for k, v in sub_config(s, "delta.storage.").items()}
+        uri = d.table_path or f"{str(cfg.warehouse).rstrip('/')}/{cfg.topic_prefix}/changelog"
+        storage = {k: v.get_secret_value() for k, v in d.storage.items()}
         return cls(
             uri,
             cfg.name,

@@ -16,6 +16,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from connectors.api import Batch, ConfigError
+from connectors.settings.config import ConnectorConfig
 from connectors.sinks.common import schema_flags, serialized_batch
 from connectors.state.storage import check_file_writable, storage_error
 
@@ -81,9 +82,8 @@ class JsonLinesSink:
         self._topic_json: dict[str, bytes] = {}
 
     @classmethod
-    def from_config(cls, cfg: Any) -> JsonLinesSink:
-        s = getattr(cfg, "sink", {}) or {}
-        path = s.get("jsonl.path")
+    def from_config(cls, cfg: ConnectorConfig) -> JsonLinesSink:
+        path = cfg.sink.jsonl.path
         if not path:
             raise ConfigError(
                 "debezium.sink.jsonl.path is required for the jsonl sink",

@@ -15,7 +15,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol
 
 from connectors.api import Batch, ConfigError, TerminalError, TransientError
-from connectors.sinks.common import as_bool, schema_flags, serialized_batch, sub_config, with_context
+from connectors.settings.config import ConnectorConfig
+from connectors.sinks.common import schema_flags, serialized_batch, with_context
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +134,18 @@ def kafka_python_config(settings: Mapping[str, Any]) -> dict[str, Any]:
             )
         out[name] = _typed(name, value, defaults[name], key)
     return out
+
+
+def as_bool(value: Any, key: str) -> bool:
+    """A boolean producer setting given as text (kafka-python takes Python values)."""
+    if isinstance(value, bool):
+        return value
+    s = str(value).strip().lower()
+    if s in ("true", "1", "yes", "on"):
+        return True
+    if s in ("false", "0", "no", "off"):
+        return False
+    raise ConfigError(f"{key}: expected true or false, got {value!r}")
 
 
 def _typed(name: str, value: Any, default: Any, key: str) -> Any:
@@ -465,27 +478,18 @@ class KafkaSink:
         )
 
     @classmethod
-    def from_config(cls, cfg: Any, *, context: tuple[tuple[str, bytes], ...] = ()) -> KafkaSink:
-        s: Mapping[str, Any] = getattr(cfg, "sink", {}) or {}
+    def from_config(cls, cfg: ConnectorConfig, *, context: tuple[tuple[str, bytes], ...] = ()) -> KafkaSink:
+        k = cfg.sink.kafka
         ks, vs = schema_flags(cfg)
-        client = str(s.get("kafka.client", "confluent")).strip().lower()
-        if client not in ("confluent", "kafka-python"):
-            raise ConfigError(
-                f"debezium.sink.kafka.client: unknown client {client!r}",
-                "valid values: confluent, kafka-python",
-            )
-        timeout = s.get("kafka.flush.timeout.ms")
         return cls(
-            sub_config(s, "kafka.producer."),
-            client=client,  # type: ignore[arg-type]
+            dict(k.producer),
+            client=k.client,
             key_schemas_enable=ks,
             value_schemas_enable=vs,
-            topic_creation=as_bool(
-                s.get("kafka.topic.creation.enable", True), "debezium.sink.kafka.topic.creation.enable"
-            ),
-            topic_partitions=int(s.get("kafka.topic.creation.partitions", -1)),
-            topic_replication_factor=int(s.get("kafka.topic.creation.replication.factor", -1)),
-            flush_timeout_s=int(timeout) / 1000 if timeout is not None else None,
+            topic_creation=k.topic_creation_enable,
+            topic_partitions=k.topic_creation_partitions,
+            topic_replication_factor=k.topic_creation_replication_factor,
+            flush_timeout_s=k.flush_timeout_ms / 1000 if k.flush_timeout_ms is not None else None,
             context=context,
         )
 

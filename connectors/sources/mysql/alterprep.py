@@ -150,9 +150,9 @@ def _action(sql: str, run: list[Token], parts: AlterParts) -> None:
             for col in _split_top(run[j + 1 : -1]):
                 parts.actions.append(f"ADD COLUMN {exists}{_text(sql, col)}")
             return
-        k = next((k for k in range(2, len(w) - 2) if w[k : k + 3] == ["IF", "NOT", "EXISTS"]), None)
-        if w[1] != "COLUMN" and k is not None:  # MariaDB ADD INDEX|KEY|CONSTRAINT ... IF NOT EXISTS
-            parts.actions.append(f"{_text(sql, run[:k])} {_text(sql, run[k + 3 :])}")
+        at = next((i for i in range(2, len(w) - 2) if w[i : i + 3] == ["IF", "NOT", "EXISTS"]), None)
+        if w[1] != "COLUMN" and at is not None:  # MariaDB ADD INDEX|KEY|CONSTRAINT ... IF NOT EXISTS
+            parts.actions.append(f"{_text(sql, run[:at])} {_text(sql, run[at + 3 :])}")
             return
     if w[0] in ("MODIFY", "CHANGE"):
         j = 2 if w[1:2] == ["COLUMN"] else 1

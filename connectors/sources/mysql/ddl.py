@@ -331,6 +331,7 @@ class DdlParser:
             return self._alter(parts, text, current_db)
         prepared = _prepare(text)
         unknown: dict[str, list[str]] = {}
+        stmts: list[Any] | None
         try:
             stmts = sqlglot.parse(prepared, read="mysql")
         except (ParseError, TokenError) as e:
@@ -397,7 +398,7 @@ class DdlParser:
             self.tables.db_charsets.setdefault(name, self.tables.server_charset)
         return DdlResult(changes, name, "create_database")
 
-    def _drop_db(self, st: exp.Drop) -> DdlResult:
+    def _drop_db(self, st: exp.Drop | exp.Create) -> DdlResult:
         target = st.this if st.this is not None else (st.args.get("tables") or st.expressions)[0]
         name = target.name
         changes = []
@@ -509,7 +510,7 @@ class DdlParser:
         """sqlglot's tree of the rewritten statement; an action it cannot parse is named.
         Columns of unknown types go into `unknown` (name → [TYPE])."""
 
-        def parse(sql: str) -> exp.Expression | None:
+        def parse(sql: str) -> exp.Expr | None:
             prepared = _prepare(sql)
             try:
                 st = sqlglot.parse_one(prepared, read="mysql")
@@ -558,9 +559,9 @@ class DdlParser:
             elif isinstance(act, exp.Drop):
                 if (act.args.get("kind") or "").upper() == "COLUMN":
                     for c in act.args.get("tables") or act.expressions or []:
-                        col = table.column(c.name)
-                        if col is not None:
-                            table.columns.remove(col)
+                        dropped = table.column(c.name)
+                        if dropped is not None:
+                            table.columns.remove(dropped)
                             table.primary_key = [
                                 k for k in table.primary_key if k.lower() != col.name.lower()
                             ]

@@ -19,25 +19,27 @@ from typing import Any
 import pymysql
 
 from connectors.api import GtidSet, TerminalError
-from connectors.settings.config import split_statements
+from connectors.settings.model import MySqlSettings
+from connectors.settings.values import split_statements
 from connectors.sources.mysql import tls
 from connectors.sources.mysql.binlog import ConnectionSettings, connection_error, recovery_hint
 
 log = logging.getLogger(__name__)
 
 
-def settings_from_props(props: Mapping[str, Any]) -> ConnectionSettings:
-    mode = tls.ssl_mode(props)
+def connection_settings(s: MySqlSettings) -> ConnectionSettings:
+    """How to reach the server: from the connector's settings."""
+    mode = tls.ssl_mode(s)
     return ConnectionSettings(
-        str(props.get("database.hostname", "localhost")),
-        int(props.get("database.port", 3306)),
-        str(props.get("database.user", "")),
-        str(props.get("database.password", "") or ""),
-        float(props.get("connect.timeout.ms", 30000)) / 1000,
+        s.database_hostname,
+        s.database_port,
+        s.database_user,
+        tls._secret(s.database_password) or "",
+        s.connect_timeout_ms / 1000,
         ssl_mode=mode,
-        ssl_context=tls.ssl_context(props, mode),
-        ssl_mode_name=str(props.get("database.ssl.mode") or mode).strip().lower(),
-        initial_statements=tuple(split_statements(props.get("database.initial.statements"))),
+        ssl_context=tls.ssl_context(s, mode),
+        ssl_mode_name=s.database_ssl_mode,
+        initial_statements=tuple(split_statements(tls._secret(s.database_initial_statements))),
     )
 
 

@@ -74,6 +74,7 @@ from connectors.format.tableschema import (
 )
 from connectors.format.topics import TopicNamer
 from connectors.settings.filters import ColumnRules, TableFilters
+from connectors.settings.model import MySqlSettings
 from connectors.sources.mysql import setup
 from connectors.sources.mysql.binlog import BinlogStream, current_position, recovery_hint
 from connectors.sources.mysql.ddl import DdlParser, TableChange, UnparseableDdl, ddl_targets
@@ -143,39 +144,36 @@ def _remembered(seen: weakref.WeakSet[Any], cfg: Any) -> bool:
 class MySqlSource:
     def __init__(self, cfg: Any, *, until_caught_up: bool = False, max_seconds: float | None = None) -> None:
         self.cfg = cfg
-        src = cfg.source
+        assert isinstance(cfg.source, MySqlSettings)
+        self.src = src = cfg.source
         self.connector = "mariadb" if getattr(cfg, "connector", "mysql") == "mariadb" else "mysql"
         self._prefix = cfg.topic_prefix
         self.until_caught_up = until_caught_up
         self.deadline = time.monotonic() + max_seconds if max_seconds else None
-        self.heartbeat_s = int(src.get("heartbeat.interval.ms") or 0) / 1000
-        self.heartbeat_query = src.get("heartbeat.action.query") or None
-        self.tx_meta = bool(src.get("provide.transaction.metadata", False))
-        self.max_batch = int(src.get("max.batch.size", 2048))
-        self.poll_s = int(src.get("poll.interval.ms", 500)) / 1000
-        self.skipped = set(src.get("skipped.operations") or ["t"]) - {"none"}
-        self.tombstones = bool(src.get("tombstones.on.delete", True))
-        self.include_schema_changes = bool(src.get("include.schema.changes", True))
-        self.include_query = bool(src.get("include.query", False))
-        self.namer = TopicNamer.from_source(cfg.topic_prefix, src)
-        self.filters = TableFilters.from_source(src, self.connector)
-        self.rules = ColumnRules.from_source(src)
-        self.types = TypeOptions.from_config(src)
+        self.heartbeat_s = src.heartbeat_interval_ms / 1000
+        self.heartbeat_query = src.heartbeat_action_query
+        self.tx_meta = src.provide_transaction_metadata
+        self.max_batch = src.max_batch_size
+        self.poll_s = src.poll_interval_ms / 1000
+        self.skipped = set[str](src.skipped_operations) - {"none"}
+        self.tombstones = src.tombstones_on_delete
+        self.include_schema_changes = src.include_schema_changes
+        self.include_query = src.include_query
+        self.namer = TopicNamer.from_settings(src)
+        self.filters = TableFilters.from_settings(src)
+        self.rules = ColumnRules.from_settings(src)
+        self.types = TypeOptions.from_settings(src)
         self.source_schema = env.MARIADB_SOURCE if self.connector == "mariadb" else env.MYSQL_SOURCE
         self.sc_key_schema, self.sc_value_schema = schema_change_schemas(self.connector)
-        self.settings = setup.settings_from_props(src)
-        path = getattr(cfg, "path", None)
+        self.settings = setup.connection_settings(src)
+        path = cfg.origin.path
         self.config_path = str(path) if path else None  # named in recovery hints
-        self.server_id = int(src.get("database.server.id") or 0) or 5400 + int(time.time()) % 1000
+        self.server_id = src.database_server_id
         # Debezium's schema.history.internal.store.only.captured.{tables,databases}.ddl: the start-up
         # schema read and the history leave out the tables / databases the filters do not capture
-        self.only_captured_tables = bool(
-            src.get("schema.history.internal.store.only.captured.tables.ddl", False)
-        )
-        self.only_captured_dbs = bool(
-            src.get("schema.history.internal.store.only.captured.databases.ddl", False)
-        )
-        self.skip_unparseable = bool(src.get("schema.history.internal.skip.unparseable.ddl", False))
+        self.only_captured_tables = bool(src.schema_history_internal_store_only_captured_tables_ddl)
+        self.only_captured_dbs = bool(src.schema_history_internal_store_only_captured_databases_ddl)
+        self.skip_unparseable = src.schema_history_internal_skip_unparseable_ddl
         self.history = DeltaSchemaHistory(
             cfg.warehouse,
             cfg.name,
@@ -195,7 +193,7 @@ class MySqlSource:
         self._unknown_warned: set[tuple[str, str, str]] = set()
         # Options that wrap the per-row step shadow the method for this instance only, so the
         # default path has no extra test.
-        if src.get("skip.messages.without.change"):
+        if src.skip_messages_without_change:
             self._row = self._row_unless_unchanged  # type: ignore[method-assign]
         self._failure_mode = failure_mode(src)
         if self._failure_mode != "fail":
@@ -351,8 +349,7 @@ class MySqlSource:
     def _warn_if_nothing_captured(self) -> None:
         """Filters that match no table on the server run silently with 0 records: say so once at
         start, with what the server has (tables created later that match are captured)."""
-        src = self.cfg.source
-        lists = {k: src.get(k) for k in _FILTER_LISTS if src.get(k)}
+        lists = {k: ",".join(v) for k in _FILTER_LISTS if (v := getattr(self.src, k.replace(".", "_")))}
         if not lists or _remembered(_WARNED, self.cfg):
             return  # once per config: not again at every reconnection
         with self._conn.cursor() as cur:
@@ -370,7 +367,7 @@ class MySqlSource:
             more = f" ... ({len(names) - _LISTED} more)" if len(names) > _LISTED else ""
             return ", ".join(names[:_LISTED]) + more if names else "none"
 
-        text = "; ".join(f"{k}={','.join(v) if isinstance(v, list) else v}" for k, v in lists.items())
+        text = "; ".join(f"{k}={v}" for k, v in lists.items())
         log.warning(
             "no table on the server is captured with %s — nothing will be streamed until a matching table "
             "is created. Databases on the server: %s. Tables: %s",
@@ -510,12 +507,13 @@ class MySqlSource:
                 for item in feed(ev):
                     t = type(item)
                     if t is RowChange:
-                        offset = item.offset  # type: ignore[union-attr]
-                        if item.pos <= start_key:  # type: ignore[union-attr]
+                        # (narrowed by `t is RowChange`; mypy does not follow a stored type())
+                        offset = item.offset
+                        if item.pos <= start_key:
                             if tx_meta:
-                                row([], item)  # emitted before the restart: only count it
+                                row([], item)  # type: ignore[arg-type]  # emitted before the restart: only count it
                             continue
-                        row(pending, item)
+                        row(pending, item)  # type: ignore[arg-type]
                         if len(pending) >= max_batch:
                             more = stream.buffered()
                             yield Batch(pending, offset, extra={"transactions": n_tx, "more": more})
@@ -656,8 +654,10 @@ class MySqlSource:
     def _row(self, out: list[Record], rc: RowChange) -> None:
         ts = self._table_schema(rc.db, rc.table, rc.table_model)
         op, off, pos = rc.op, rc.offset, rc.pos
+        raw_before, raw_after = rc.before, rc.after  # an update has both, an insert after, a delete before
         if op == "u" and ts.key_names:
-            old_key, new_key = ts.key(rc.before), ts.key(rc.after)  # type: ignore[arg-type]
+            assert raw_before is not None and raw_after is not None
+            old_key, new_key = ts.key(raw_before), ts.key(raw_after)
             if old_key != new_key:
                 coll = ts.collection
                 key_change(
@@ -665,8 +665,8 @@ class MySqlSource:
                     ts,
                     old_key,
                     new_key,
-                    ts.row(rc.before),
-                    ts.row(rc.after),  # type: ignore[arg-type]
+                    ts.row(raw_before),
+                    ts.row(raw_after),
                     self._source(rc.source),
                     lambda: self._block(out, rc, coll),
                     skipped=self.skipped,
@@ -677,15 +677,17 @@ class MySqlSource:
                 return
         if op in self.skipped:
             return
-        before, after = rc.before, rc.after
-        if after is not None:
-            key = ts.key(after)
-            after = ts.row(after)
-            if before is not None:
-                before = ts.row(before)
+        before: dict[str, Any] | None = None
+        after: dict[str, Any] | None = None
+        if raw_after is not None:
+            key = ts.key(raw_after)
+            after = ts.row(raw_after)
+            if raw_before is not None:
+                before = ts.row(raw_before)
         else:
-            key = ts.key(before)  # type: ignore[arg-type]
-            before = ts.row(before)  # type: ignore[arg-type]
+            assert raw_before is not None
+            key = ts.key(raw_before)
+            before = ts.row(raw_before)
         # Values are converted before the transaction counters move; without transaction
         # metadata nothing reads those counters.
         block = self._block(out, rc, ts.collection) if self.tx_meta else None
@@ -732,9 +734,12 @@ class MySqlSource:
     def _row_unless_unchanged(self, out: list[Record], rc: RowChange) -> None:
         """skip.messages.without.change: an update whose captured columns (after masks and
         truncation) did not change is dropped, as Debezium does."""
-        if rc.op == "u" and unchanged_update(
-            self._table_schema(rc.db, rc.table, rc.table_model), rc.before, rc.after
-        ):  # type: ignore[arg-type]
+        if (
+            rc.op == "u"
+            and rc.before is not None
+            and rc.after is not None
+            and unchanged_update(self._table_schema(rc.db, rc.table, rc.table_model), rc.before, rc.after)
+        ):
             return
         MySqlSource._row(self, out, rc)
 
@@ -790,9 +795,9 @@ class MySqlSource:
                 )
             ]
         )
-        for key in list(self._schemas):
-            if key[0] == sc.db:
-                self._schemas.pop(key, None)
+        for cached in list(self._schemas):
+            if cached[0] == sc.db:
+                self._schemas.pop(cached, None)
         if not self.include_schema_changes:
             return
         if changes and not any(self.filters.captures(c.db, c.table) for c in changes):

@@ -29,11 +29,18 @@ from __future__ import annotations
 import os
 import ssl
 import tempfile
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import SecretStr
+
 from connectors.api import TerminalError
+from connectors.settings.model import MySqlSettings
+
+
+def _secret(value: SecretStr | None) -> str | None:
+    return None if value is None else value.get_secret_value()
+
 
 Mode = Literal["disabled", "preferred", "required", "verify_ca", "verify_identity"]
 MODES: tuple[Mode, ...] = ("disabled", "preferred", "required", "verify_ca", "verify_identity")
@@ -47,15 +54,10 @@ _MARIADB_NAMES: dict[str, str] = {mode: name for name, mode in _MARIADB_MODES.it
 _JAVA_STORES = {b"\xfe\xed\xfe\xed": "a Java KeyStore (JKS)", b"\xce\xce\xce\xce": "a Java JCEKS key store"}
 
 
-def ssl_mode(props: Mapping[str, Any]) -> Mode:
-    raw = str(props.get("database.ssl.mode") or "preferred").strip().lower()
-    mode = _MARIADB_MODES.get(raw, raw)
-    if mode not in MODES:
-        raise TerminalError(
-            f"database.ssl.mode={raw!r} is not a TLS mode",
-            f"use one of: {', '.join(MODES)} (MariaDB: {', '.join(_MARIADB_MODES)})",
-        )
-    return mode  # type: ignore[return-value]
+def ssl_mode(s: MySqlSettings) -> Mode:
+    """The behaviour of the configured `database.ssl.mode` (either connector class's spelling;
+    the configuration has checked it is one of its class's values)."""
+    return _MARIADB_MODES.get(s.database_ssl_mode, s.database_ssl_mode)
 
 
 def spelled(mode: str, configured: str) -> str:
@@ -64,7 +66,7 @@ def spelled(mode: str, configured: str) -> str:
     return _MARIADB_NAMES.get(mode, mode) if configured.strip().lower() in _MARIADB_MODES else mode
 
 
-def ssl_context(props: Mapping[str, Any], mode: Mode) -> ssl.SSLContext | None:
+def ssl_context(s: MySqlSettings, mode: Mode) -> ssl.SSLContext | None:
     """The context for `mode`, None for disabled/preferred (PyMySQL handles those)."""
     if mode in ("disabled", "preferred"):
         return None
@@ -76,10 +78,10 @@ def ssl_context(props: Mapping[str, Any], mode: Mode) -> ssl.SSLContext | None:
     else:
         ctx.check_hostname = mode == "verify_identity"
         ctx.verify_mode = ssl.CERT_REQUIRED
-        trust = props.get("database.ssl.truststore")
+        trust = s.database_ssl_truststore
         if trust:
             pem = _certificates_pem(
-                str(trust), props.get("database.ssl.truststore.password"), "database.ssl.truststore"
+                trust, _secret(s.database_ssl_truststore_password), "database.ssl.truststore"
             )
             try:
                 ctx.load_verify_locations(cadata=pem)
@@ -90,9 +92,9 @@ def ssl_context(props: Mapping[str, Any], mode: Mode) -> ssl.SSLContext | None:
                 ) from None
         else:
             ctx.load_default_certs()
-    keystore = props.get("database.ssl.keystore")
+    keystore = s.database_ssl_keystore
     if keystore:
-        _load_client_certificate(ctx, str(keystore), props.get("database.ssl.keystore.password"))
+        _load_client_certificate(ctx, keystore, _secret(s.database_ssl_keystore_password))
     return ctx
 
 

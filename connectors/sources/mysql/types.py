@@ -27,24 +27,20 @@ import datetime as dt
 import decimal
 import re
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from connectors.api import ConfigError
 from connectors.format import temporal
 from connectors.format.schema import NO_DEFAULT, Schema, prim
 from connectors.format.schema import struct as struct_schema
 from connectors.format.tableschema import ColumnDef, null_value
+from connectors.settings.model import MySqlSettings
+from connectors.settings.modes import BigintUnsignedMode, BinaryMode, DecimalMode, MySqlTimePrecision
 from connectors.sources.mysql import model
 from connectors.sources.mysql.model import Column
 
-DecimalMode = Literal["precise", "double", "string"]
-BigintMode = Literal["long", "precise"]
-TimeMode = Literal["adaptive_time_microseconds", "connect", "isostring", "microseconds", "nanoseconds"]
-TIME_MODES = ("adaptive_time_microseconds", "connect", "isostring", "microseconds", "nanoseconds")
 _INT64 = range(-(1 << 63), 1 << 63)
-BinaryMode = Literal["bytes", "base64", "base64-url-safe", "hex"]
 
 
 class _Zero:
@@ -99,35 +95,24 @@ _EPOCH_TS = "1970-01-01T00:00:00Z"
 
 @dataclass(frozen=True)
 class TypeOptions:
+    """The type-related settings the converters need (`from_settings`). The defaults here are
+    Debezium's, for tests and tools that build converters by hand; a connector always builds
+    them from its settings."""
+
     decimal_mode: DecimalMode = "precise"
-    bigint_unsigned_mode: BigintMode = "long"
-    time_precision_mode: TimeMode = "adaptive_time_microseconds"
+    bigint_unsigned_mode: BigintUnsignedMode = "long"
+    time_precision_mode: MySqlTimePrecision = "adaptive_time_microseconds"
     binary_mode: BinaryMode = "bytes"
     time_adjuster: bool = True
 
     @classmethod
-    def from_config(cls, props: Mapping[str, Any]) -> "TypeOptions":
-        def pick(key: str, allowed: tuple[str, ...], default: str) -> Any:
-            v = str(props.get(key, default) or default).lower()
-            if v not in allowed:
-                raise ConfigError(f"{key}={v!r} is not valid", f"use one of: {', '.join(allowed)}")
-            return v
-
-        if str(props.get("time.precision.mode", "") or "").lower() == "adaptive":
-            # as Debezium 3.6's binlog connectors: accepted by the enum, refused by validation
-            raise ConfigError(
-                "time.precision.mode='adaptive' is no longer supported by the MySQL and MariaDB "
-                "connectors (Debezium 3.x)",
-                "use adaptive_time_microseconds (the default: the same, with TIME always in "
-                "microseconds) or connect",
-            )
-        adj = props.get("enable.time.adjuster", True)
+    def from_settings(cls, s: MySqlSettings) -> TypeOptions:
         return cls(
-            pick("decimal.handling.mode", ("precise", "double", "string"), "precise"),
-            pick("bigint.unsigned.handling.mode", ("long", "precise"), "long"),
-            pick("time.precision.mode", TIME_MODES, "adaptive_time_microseconds"),
-            pick("binary.handling.mode", ("bytes", "base64", "base64-url-safe", "hex"), "bytes"),
-            adj if isinstance(adj, bool) else str(adj).lower() == "true",
+            s.decimal_handling_mode,
+            s.bigint_unsigned_handling_mode,
+            s.time_precision_mode,
+            s.binary_handling_mode,
+            s.enable_time_adjuster,
         )
 
 
@@ -504,7 +489,7 @@ def converter(col: Column, opts: TypeOptions, schema: Schema | None = None) -> C
             # MySQL TIME outside [00:00, 24:00) (negative or up to 838:59:59), so the field falls
             # back to null (the zero when required)
             out_of_day = None if col.optional else zero
-            of_day: Callable[[int], Any] = temporal.format_zoned_time if iso else (lambda us: us // 1000)
+            of_day: Callable[[int], Any] = temporal.format_zoned_time if iso else _millis
 
             def conv_time_of_day(v: Any) -> Any:
                 us = timedelta_micros(v)
@@ -783,6 +768,10 @@ def _parse_time(text: str) -> dt.timedelta:
         (m.group(5) or "0").ljust(6, "0")
     )
     return dt.timedelta(microseconds=sign * us)
+
+
+def _millis(us: int) -> int:
+    return us // 1000
 
 
 def column_def(col: Column, opts: TypeOptions) -> ColumnDef:

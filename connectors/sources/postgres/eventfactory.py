@@ -5,11 +5,11 @@ converted instead of stopping the connector."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from connectors.api import TidemarkError
 from connectors.format.tableschema import TableSchema, failure_mode, skipped_failed_event, unchanged_update
+from connectors.settings.model import PostgresSettings
 from connectors.sources.postgres import pgoutput as pgo
 from connectors.sources.postgres.events import PgEventFactory
 
@@ -43,9 +43,9 @@ class FailureTolerantMixin:
             )
 
 
-def factory_class(src: Mapping[str, Any]) -> type[PgEventFactory]:
+def factory_class(src: PostgresSettings) -> type[PgEventFactory]:
     cls: type[PgEventFactory] = (
-        SkipUnchangedEventFactory if src.get("skip.messages.without.change") else PgEventFactory
+        SkipUnchangedEventFactory if src.skip_messages_without_change else PgEventFactory
     )
     mode = failure_mode(src)
     if mode != "fail":

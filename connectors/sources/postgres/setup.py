@@ -18,10 +18,12 @@ import psycopg2.errorcodes
 import psycopg2.extensions
 import psycopg2.extras
 from psycopg2 import sql
+from pydantic import SecretStr
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 
 from connectors.api import Lsn, TerminalError, TidemarkError, TransientError
-from connectors.settings.config import split_statements
+from connectors.settings.model import PostgresSettings
+from connectors.settings.values import split_statements
 
 log = logging.getLogger(__name__)
 
@@ -84,42 +86,55 @@ _TRANSIENT_TEXT = (
 
 
 # --------------------------------------------------------------------------- connections
+# libpq's connect_timeout: Debezium's PostgreSQL connector has no property for it (its JDBC
+# driver's default login timeout applies); 10 s keeps a wrong host from hanging a start.
+CONNECT_TIMEOUT_S = 10
+
+
+def _secret(value: SecretStr | None) -> str | None:
+    return None if value is None else value.get_secret_value()
+
+
 @dataclass(frozen=True, slots=True)
 class PgConnParams:
-    """Connection settings, built from Debezium properties with `from_props`."""
+    """Connection settings, built from the connector's settings with `from_settings`."""
 
-    host: str = "localhost"
-    port: int = 5432
-    user: str = "postgres"
-    password: str | None = field(default=None, repr=False)  # secrets never in logs or errors
-    dbname: str = "postgres"
-    sslmode: str = "disable"
-    connect_timeout: int = 10
-    tcp_keepalive: bool = True
+    host: str
+    port: int
+    user: str
+    password: str | None = field(repr=False)  # secrets never in logs or errors
+    dbname: str
+    sslmode: str
+    tcp_keepalive: bool
     # sslcert, sslkey, sslrootcert, ... and sslpassword, hence no repr either
-    extra: Mapping[str, str] = field(default_factory=dict, repr=False)
+    extra: Mapping[str, str] = field(repr=False)
     # database.initial.statements, run on every new non-replication connection (as Debezium's
     # JDBC connections do; its replication connection runs none). They may hold secrets.
-    initial_statements: tuple[str, ...] = field(default=(), repr=False)
+    initial_statements: tuple[str, ...] = field(repr=False)
+    connect_timeout: int = CONNECT_TIMEOUT_S
 
     @classmethod
-    def from_props(cls, props: Mapping[str, Any]) -> PgConnParams:
+    def from_settings(cls, s: PostgresSettings) -> PgConnParams:
         extra = {
-            k: str(props[f"database.{k}"])
-            for k in ("sslcert", "sslkey", "sslpassword", "sslrootcert")
-            if props.get(f"database.{k}")
+            k: v
+            for k, v in (
+                ("sslcert", s.database_sslcert),
+                ("sslkey", s.database_sslkey),
+                ("sslrootcert", s.database_sslrootcert),
+                ("sslpassword", _secret(s.database_sslpassword)),
+            )
+            if v
         }
         return cls(
-            host=str(props.get("database.hostname") or "localhost"),
-            port=int(props.get("database.port") or 5432),
-            user=str(props.get("database.user") or "postgres"),
-            password=None if props.get("database.password") is None else str(props["database.password"]),
-            dbname=str(props.get("database.dbname") or "postgres"),
-            sslmode=str(props.get("database.sslmode") or "disable"),
-            connect_timeout=max(1, int(props.get("connect.timeout.ms") or 10000) // 1000),
-            tcp_keepalive=bool(props.get("database.tcpKeepAlive", True)),
+            host=s.database_hostname,
+            port=s.database_port,
+            user=s.database_user,
+            password=_secret(s.database_password),
+            dbname=s.database_dbname,
+            sslmode=s.database_sslmode,
+            tcp_keepalive=s.database_tcp_keep_alive,
             extra=extra,
-            initial_statements=tuple(split_statements(props.get("database.initial.statements"))),
+            initial_statements=tuple(split_statements(_secret(s.database_initial_statements))),
         )
 
     def kwargs(self) -> dict[str, Any]:
@@ -436,7 +451,7 @@ def attach_with_retry(
         before_sleep=lambda rs: log.warning(
             "attempt %d failed (%s); retrying in %.1fs",
             rs.attempt_number,
-            rs.outcome.exception(),
+            rs.outcome.exception() if rs.outcome else None,
             delay_ms / 1000,
         ),
         **kw,
@@ -631,15 +646,14 @@ def _some(names: list[str]) -> str:
     return shown + (f" and {len(names) - _NAMES_SHOWN} more" if len(names) > _NAMES_SHOWN else "")
 
 
-def warn_nothing_captured(
-    source: Mapping[str, Any], tables: list[tuple[str, str, str, str, bool]], dbname: str
-) -> None:
+def warn_nothing_captured(s: PostgresSettings, tables: list[tuple[str, str, str, str, bool]]) -> None:
     """The include/exclude lists match no existing table: say so at start, with the lists and the
     tables there are (a run would otherwise stream nothing, silently)."""
-    lists = {k: source.get(k) for k in FILTER_LISTS if source.get(k)}
-    if not lists:
+    lists = {name: getattr(s, name.replace(".", "_")) for name in FILTER_LISTS}
+    given = "; ".join(f"{k}={','.join(v)}" for k, v in lists.items() if v)
+    if not given:
         return
-    given = "; ".join(f"{k}={','.join(v) if isinstance(v, list) else v}" for k, v in lists.items())
+    dbname = s.database_dbname
     names = [f"{s}.{t}" for s, t, *_ in tables]
     there = f"the tables there are: {_some(names)}" if names else "it has no tables"
     log.warning(

@@ -21,6 +21,7 @@ from connectors.format import envelope as env
 from connectors.format.topics import TopicNamer
 from connectors.settings.config import ConnectorConfig
 from connectors.settings.filters import ColumnRules, NameFilter, TableFilters, compile_list
+from connectors.settings.model import PostgresSettings
 from connectors.sources.postgres import pgoutput as pgo
 from connectors.sources.postgres.eventfactory import factory_class
 from connectors.sources.postgres.events import PgEventFactory, Tx
@@ -80,22 +81,23 @@ class PostgresSource:
     ) -> None:
         self.cfg = cfg
         self.history = history if history is not None else history_for(cfg)
-        src = cfg.source
+        assert isinstance(cfg.source, PostgresSettings)
+        self.src = src = cfg.source
         self.until_caught_up = until_caught_up
         self.deadline = time.monotonic() + max_seconds if max_seconds else None
-        self.max_batch = int(src["max.batch.size"])
-        self.poll_s = int(src["poll.interval.ms"]) / 1000
-        self.heartbeat_s = int(src["heartbeat.interval.ms"]) / 1000
-        self.heartbeat_query = src.get("heartbeat.action.query") or None
-        self.skipped = set(src.get("skipped.operations") or [])
-        self.tombstones = bool(src["tombstones.on.delete"])
-        self.tx_meta = bool(src["provide.transaction.metadata"])
-        self.namer = TopicNamer.from_source(cfg.topic_prefix, src)
-        self.filters = TableFilters.from_source(src, "postgres")
-        self.rules = ColumnRules.from_source(src)
+        self.max_batch = src.max_batch_size
+        self.poll_s = src.poll_interval_ms / 1000
+        self.heartbeat_s = src.heartbeat_interval_ms / 1000
+        self.heartbeat_query = src.heartbeat_action_query
+        self.skipped = set[str](src.skipped_operations) - {"none"}
+        self.tombstones = src.tombstones_on_delete
+        self.tx_meta = src.provide_transaction_metadata
+        self.namer = TopicNamer.from_settings(src)
+        self.filters = TableFilters.from_settings(src)
+        self.rules = ColumnRules.from_settings(src)
         self.message_filter = NameFilter(
-            compile_list(src.get("message.prefix.include.list")),
-            compile_list(src.get("message.prefix.exclude.list")),
+            compile_list(src.message_prefix_include_list),
+            compile_list(src.message_prefix_exclude_list),
         )
         self._stop = False
         self._stream: Any = None
@@ -111,7 +113,7 @@ class PostgresSource:
 
         from connectors.sources.postgres import setup
 
-        params = setup.PgConnParams.from_props(self.cfg.source)
+        params = setup.PgConnParams.from_settings(self.src)
         self._first = not self.history.connected  # start-up warnings: once per run, not per reconnect
         self._conn = setup.connect(params, unreachable_is_transient=self.history.connected)
         self.history.connected = True
@@ -124,28 +126,28 @@ class PostgresSource:
     def _open(self, params: Any, start_offset: dict[str, Any] | None) -> None:
         from connectors.sources.postgres import replication, setup
 
-        src = self.cfg.source
+        src = self.src
         setup.check_server(self._conn, params)
         tables = setup.list_tables(self._conn)
         captured = [(s, t) for s, t, *_ in tables if self.filters.captures(s, t)]
         if not captured and self._first:
-            setup.warn_nothing_captured(src, tables, src["database.dbname"])
+            setup.warn_nothing_captured(src, tables)
         done = setup.ensure_publication(
             self._conn,
-            src["publication.name"],
-            src["publication.autocreate.mode"],
+            src.publication_name,
+            src.publication_autocreate_mode,
             captured,
-            via_root=bool(src.get("publish.via.partition.root")),
+            via_root=src.publish_via_partition_root,
         )
-        if done == "created" and src["publication.autocreate.mode"] == "all_tables":
-            setup.warn_missing_identity(src["publication.name"], tables)
-        if src["publication.autocreate.mode"] != "all_tables":
-            setup.check_publication_covers(self._conn, src["publication.name"], captured)
-        slot_name = src["slot.name"]
+        if done == "created" and src.publication_autocreate_mode == "all_tables":
+            setup.warn_missing_identity(src.publication_name, tables)
+        if src.publication_autocreate_mode != "all_tables":
+            setup.check_publication_covers(self._conn, src.publication_name, captured)
+        slot_name = src.slot_name
         if start_offset:
             # Before ensure_slot: a slot re-created now would silently skip everything since the offset.
             info = setup.slot_info(self._conn, slot_name)
-            if info is None and src.get("slot.drop.on.stop"):
+            if info is None and src.slot_drop_on_stop:
                 log.warning(
                     "slot %s was dropped on the last stop (slot.drop.on.stop): changes made while the "
                     "connector was down are not streamed",
@@ -158,9 +160,9 @@ class PostgresSource:
                 if err is not None:
                     raise err
         setup.attach_with_retry(
-            lambda: setup.ensure_slot(self._conn, slot_name, src["plugin.name"]),
-            int(src["slot.max.retries"]),
-            int(src["slot.retry.delay.ms"]),
+            lambda: setup.ensure_slot(self._conn, slot_name, src.plugin_name),
+            src.slot_max_retries,
+            src.slot_retry_delay_ms,
         )
         self._start_key = offset_key(start_offset)
         start_lsn = int(start_offset.get("lsn_flush", 0)) if start_offset else 0
@@ -175,22 +177,20 @@ class PostgresSource:
         factory = factory_class(src)
         self._events = factory(
             self.cfg.topic_prefix,
-            src["database.dbname"],
+            src.database_dbname,
             self.namer.transaction_topic,
             self.tx_meta,
-            src.get("binary.handling.mode", "bytes"),
+            src.binary_handling_mode,
         )
         self._stream = replication.ReplicationStream(
             params,
             slot_name,
-            src["publication.name"],
+            src.publication_name,
             start_lsn=start_lsn,
-            status_interval_ms=int(src.get("status.update.interval.ms") or 10000),
+            status_interval_ms=src.status_update_interval_ms,
         )
         stream = self._stream
-        setup.attach_with_retry(
-            lambda: stream.open(), int(src["slot.max.retries"]), int(src["slot.retry.delay.ms"])
-        )
+        setup.attach_with_retry(lambda: stream.open(), src.slot_max_retries, src.slot_retry_delay_ms)
 
     def stop(self) -> None:
         self._stop = True
@@ -216,7 +216,7 @@ class PostgresSource:
             self._stream = None
         if self._conn is not None:
             try:
-                if self._stop and self.cfg.source.get("slot.drop.on.stop"):
+                if self._stop and self.src.slot_drop_on_stop:
                     self._drop_slot(setup)
             finally:
                 self._conn.close()
@@ -224,7 +224,7 @@ class PostgresSource:
 
     def _drop_slot(self, setup: Any) -> None:
         # The walsender lets go of the slot a moment after the stream closes: wait for that.
-        name = self.cfg.source["slot.name"]
+        name = self.src.slot_name
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             info = setup.slot_info(self._conn, name)
@@ -418,7 +418,7 @@ class PostgresSource:
             # Let go of the raw payloads before yielding: a batch can wait in the sinks for a
             # while, and a 50 MB value must not be held a second time as its pgoutput bytes.
             n_msgs = len(msgs)
-            msgs = payload = m = None  # type: ignore[assignment]
+            msgs = payload = m = None
             now = time.monotonic()
             if tx is None and n_msgs < self.max_batch:
                 # Nothing in flight: the server's keepalive position can be confirmed too, so a

@@ -18,6 +18,7 @@ from connectors.format.tableschema import ColumnDef, TableSchema
 from connectors.format.topics import TopicNamer
 from connectors.settings.config import ConnectorConfig
 from connectors.settings.filters import ColumnRules, TableFilters
+from connectors.settings.model import PostgresSettings
 from connectors.sources.postgres import catalog, pgoutput, types
 from connectors.sources.postgres.setup import translate_error
 
@@ -35,7 +36,8 @@ class TableCache:
         warned: set[tuple[str, str]] | None = None,
     ) -> None:
         self.conn, self.cfg, self.namer, self.filters, self.rules = conn, cfg, namer, filters, rules
-        self.modes = types.TypeModes.from_config(cfg.source)
+        assert isinstance(cfg.source, PostgresSettings)
+        self.modes = types.TypeModes.from_settings(cfg.source)
         try:
             self.registry = catalog.TypeRegistry(conn)
         except psycopg2.Error as exc:

@@ -21,13 +21,15 @@ import base64
 import binascii
 import re
 import uuid as _uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from connectors.format import temporal as T
 from connectors.format.schema import NO_DEFAULT, Schema, prim, struct
+from connectors.settings.model import PostgresSettings
+from connectors.settings.modes import BinaryMode, DecimalMode, HstoreMode, IntervalMode, PgTimePrecision
 from connectors.sources.postgres.catalog import ColumnInfo, TypeInfo, TypeRegistry
 from connectors.sources.postgres.oids import (
     BIT,
@@ -151,40 +153,30 @@ _EXT_ARRAY_ELEMS = frozenset({"geometry", "geography", "citext", "hstore", "ltre
 
 @dataclass(frozen=True, slots=True)
 class TypeModes:
-    """Type-related connector options (Debezium property names in `from_config`)."""
+    """The type-related settings the converters need (`from_settings`). The defaults here are
+    Debezium's, for tests and tools that build converters by hand; a connector always builds
+    them from its settings."""
 
-    decimal: str = "precise"  # decimal.handling.mode: precise | double | string
-    time_precision: str = (
-        "adaptive"  # adaptive | adaptive_time_microseconds | connect | isostring | micro/nanoseconds
-    )
-    hstore: str = "json"  # json | map
-    interval: str = "numeric"  # numeric | string
-    binary: str = "bytes"  # bytes | base64 | base64-url-safe | hex
+    decimal: DecimalMode = "precise"
+    time_precision: PgTimePrecision = "adaptive"
+    hstore: HstoreMode = "json"
+    interval: IntervalMode = "numeric"
+    binary: BinaryMode = "bytes"
     money_fraction_digits: int = 2
     include_unknown: bool = False
     placeholder: str = "__debezium_unavailable_value"  # unavailable.value.placeholder ("hex:" = bytes)
 
     @classmethod
-    def from_config(cls, props: Mapping[str, Any]) -> TypeModes:
-        def get(key: str, default: Any) -> Any:
-            v = props.get(key)
-            return default if v is None else v
-
-        inc = get("include.unknown.datatypes", False)
+    def from_settings(cls, s: PostgresSettings) -> TypeModes:
         return cls(
-            decimal=str(get("decimal.handling.mode", "precise")).lower(),
-            time_precision=str(get("time.precision.mode", "adaptive")).lower(),
-            hstore=str(get("hstore.handling.mode", "json")).lower(),
-            interval=str(get("interval.handling.mode", "numeric")).lower(),
-            binary=str(get("binary.handling.mode", "bytes")).lower(),
-            money_fraction_digits=int(get("money.fraction.digits", 2)),
-            include_unknown=inc if isinstance(inc, bool) else str(inc).lower() == "true",
-            placeholder=str(
-                get(
-                    "unavailable.value.placeholder",
-                    get("toasted.value.placeholder", "__debezium_unavailable_value"),
-                )
-            ),
+            decimal=s.decimal_handling_mode,
+            time_precision=s.time_precision_mode,
+            hstore=s.hstore_handling_mode,
+            interval=s.interval_handling_mode,
+            binary=s.binary_handling_mode,
+            money_fraction_digits=s.money_fraction_digits,
+            include_unknown=s.include_unknown_datatypes,
+            placeholder=s.unavailable_value_placeholder,
         )
 
     @property
