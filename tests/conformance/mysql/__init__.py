@@ -1,0 +1,1 @@
+"""The MySQL/MariaDB conformance workload (schema and steps)."""

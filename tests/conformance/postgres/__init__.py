@@ -1,0 +1,1 @@
+"""The PostgreSQL conformance workloads (schemas and steps)."""
