@@ -11,16 +11,13 @@ Debezium facts reproduced here (see tests/golden/postgres for the captured origi
 - TIMESTAMPTZ text has exactly `scale` fractional digits (6 unless declared), TIMETZ minimal ones.
 - NaN in a precise (VariableScaleDecimal or Decimal) numeric becomes null; string mode writes NAN.
 - hstore maps come out in Java HashMap iteration order.
-- Column defaults follow PostgresDefaultValueConverter: only some types, function calls become
-  placeholders (serial ids default to 0), structs never become defaults.
+- Column defaults follow PostgresDefaultValueConverter (defaults.py).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import re
-import uuid as _uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
@@ -31,6 +28,7 @@ from connectors.format.schema import NO_DEFAULT, Schema, prim, struct
 from connectors.settings.model import PostgresSettings
 from connectors.settings.modes import BinaryMode, DecimalMode, HstoreMode, IntervalMode, PgTimePrecision
 from connectors.sources.postgres.catalog import ColumnInfo, TypeInfo, TypeRegistry
+from connectors.sources.postgres.defaults import default_value
 from connectors.sources.postgres.oids import (
     BIT,
     BOOL,
@@ -197,12 +195,6 @@ class ColumnMapping:
 
 
 Converter = Callable[[str], Any]
-
-# --------------------------------------------------------------------------- pgjdbc length/scale
-
-
-# --------------------------------------------------------------------------- small parsers
-
 
 # --------------------------------------------------------------------------- schemas
 
@@ -497,137 +489,10 @@ def column_mapping(col: ColumnInfo, registry: TypeRegistry, modes: TypeModes) ->
         return None  # the caller warns, once per column (tables.TableCache)
     schema, convert = mapped
     schema = schema.with_optional(not col.not_null)
-    default = _default_value(col, info, convert, modes, registry)
+    default = default_value(col, info, convert)
     if default is not NO_DEFAULT:
         schema = schema.with_default(default)
     return ColumnMapping(schema, convert)
-
-
-# --------------------------------------------------------------------------- defaults
-
-_LITERAL = re.compile(r"'(.*?)'")
-_FUNCTION = re.compile(r"^[(]?[A-Za-z0-9_.]+\((?:.+(?:, ?.+)*)?\)")
-_CURRENT = {"current_timestamp", "current_time", "current_date", "localtime", "localtimestamp"}
-_TRIM = {
-    "bit",
-    "varbit",
-    "bool",
-    "numeric",
-    "float4",
-    "float8",
-    "int2",
-    "int4",
-    "serial",
-    "int8",
-    "bigserial",
-    "smallserial",
-    "uuid",
-    "date",
-    "time",
-    "timestamp",
-    "timestamptz",
-    "interval",
-}
-
-
-def _extract(expr: str, generated: str | None = None) -> str | None:
-    if generated is not None and (_FUNCTION.search(expr) or expr.lower() in _CURRENT):
-        return generated
-    if "'" not in expr:
-        return None if expr.startswith("NULL::") else expr
-    m = _LITERAL.search(expr)
-    return m.group(1) if m else None
-
-
-def _default_value(
-    col: ColumnInfo, info: TypeInfo, convert: Converter, modes: TypeModes, registry: TypeRegistry
-) -> Any:
-    """The schema default Debezium's PostgresDefaultValueConverter derives, or NO_DEFAULT."""
-    expr = col.default_expr
-    if expr is None:
-        return NO_DEFAULT
-    tname = info.name  # Debezium keys mappers by the column's own type name (domains have none)
-    if tname in _TRIM:
-        expr = expr.strip()
-    try:
-        value = _default_raw(tname, info, expr)
-    except Exception:  # noqa: BLE001 - Debezium logs and drops unparsable defaults
-        return NO_DEFAULT
-    if value is NO_DEFAULT or value is None:
-        return NO_DEFAULT
-    if isinstance(value, bool):
-        return value
-    try:
-        out = convert(value)
-    except Exception:  # noqa: BLE001
-        return NO_DEFAULT
-    if out is None or isinstance(out, dict):  # structs (VariableScaleDecimal, Point) never become defaults
-        return NO_DEFAULT
-    return out
-
-
-def _default_raw(tname: str, info: TypeInfo, expr: str) -> Any:
-    """Default expression -> text the column converter understands (or a bool), like Debezium's mappers."""
-    if expr.startswith("NULL::") and tname in ("bool", "numeric", "float4", "float8", "int2", "int4", "int8"):
-        return None
-    if tname == "bit":
-        v = _extract(expr, "00")
-        if v is not None and len(v) == 1:
-            return v == "1"
-        return v
-    if tname == "varbit":
-        return _extract(expr, "0")
-    if tname == "bool":
-        return (_extract(expr, "false") or "").lower() == "true"
-    if tname in ("bpchar", "varchar", "text", "xml"):
-        return _extract(expr, "")
-    if tname in ("json", "jsonb"):
-        return _extract(expr, "{}")
-    if tname == "numeric":
-        v = _extract(expr, "0.0")
-        return None if v is None else str(Decimal(v))
-    if tname in ("float4", "float8"):
-        v = _extract(expr, "0.0")
-        return None if v is None else repr(float(v))
-    if tname in ("int2", "int4", "int8"):
-        v = _extract(expr, "0")
-        return None if v is None else str(int(v))
-    if tname == "uuid":
-        v = _extract(expr, "00000000-0000-0000-0000-000000000000")
-        return None if v is None else str(_uuid.UUID(v))
-    if tname == "date":
-        v = _extract(expr, "1970-01-01")
-        return None if v is None else v.split(" ")[0]
-    if tname == "time":
-        v = _extract(expr, "00:00")
-        if v is None:
-            return None
-        return v if v.count(":") >= 2 else v + ":00"
-    if tname == "timestamp":
-        v = _extract(expr, "1970-01-01")
-        if v is None:
-            return None
-        return v if " " in v else v + " 00:00:00"
-    if tname == "timestamptz":
-        v = _extract(expr, "1970-01-01")
-        if v is None:
-            return None
-        if " " not in v:
-            v += " 00:00:00"
-        if not re.search(r"[+-]\d\d(:\d\d)*$", v.split(" ", 1)[1]):
-            v += "+00"  # no offset: pgjdbc reads it as UTC
-        return v
-    if tname == "interval":
-        v = _extract(expr, "epoch")
-        return None if v is None else ("00:00:00" if v == "epoch" else v)
-    if info.is_enum:
-        suffix = "::" + tname
-        if expr.endswith(suffix):
-            body = expr[: -len(suffix)]
-            if len(body) >= 2 and body.startswith("'") and body.endswith("'"):
-                return body[1:-1]
-        return None
-    return NO_DEFAULT
 
 
 # --------------------------------------------------------------------------- extras
