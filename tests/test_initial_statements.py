@@ -9,16 +9,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cdc import run_cli
 from cfgutil import source as settings_of
 from mycdc import write_config as my_config
-from pgcdc import run_cli
 from pgcdc import write_config as pg_config
 
 from connectors.api import TerminalError
 from connectors.settings.config import load
 from connectors.settings.values import split_statements
 from connectors.sources.mysql import setup as my_setup
-from connectors.sources.postgres import setup as pg_setup
+from connectors.sources.postgres import connection as pg_connection
 
 SECRET = "tm-very-secret-41"
 
@@ -40,10 +40,10 @@ def test_pg_statements_run_on_each_new_connection(
             "database.initial.statements": f"SELECT set_config('tidemark.probe', 'a;;{SECRET}', false);SET search_path TO pg_catalog",
         }
     )
-    params = pg_setup.PgConnParams.from_settings(settings_of("postgres", props))
+    params = pg_connection.PgConnParams.from_settings(settings_of("postgres", props))
     assert SECRET not in repr(params)
-    with caplog.at_level("INFO", logger="connectors.sources.postgres.setup"):
-        conn = pg_setup.connect(params)
+    with caplog.at_level("INFO", logger="connectors.sources.postgres.connection"):
+        conn = pg_connection.connect(params)
     try:
         with conn.cursor() as cur:
             cur.execute("SELECT current_setting('tidemark.probe'), current_setting('search_path')")
@@ -61,7 +61,7 @@ def test_pg_failing_statement_is_one_clear_error_without_its_text(pg: Any, pg_da
         }
     )
     with pytest.raises(TerminalError) as err:
-        pg_setup.connect(pg_setup.PgConnParams.from_settings(settings_of("postgres", props)))
+        pg_connection.connect(pg_connection.PgConnParams.from_settings(settings_of("postgres", props)))
     text = str(err.value)
     assert "database.initial.statements: statement 2 of 2 failed" in text
     assert "SQLSTATE 42601 (syntax_error)" in text and SECRET not in text

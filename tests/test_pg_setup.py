@@ -10,8 +10,9 @@ import pytest
 from cfgutil import source as settings_of
 
 from connectors.api import TerminalError, TransientError
-from connectors.sources.postgres import setup
-from connectors.sources.postgres.setup import PgConnParams, SlotInfo
+from connectors.sources.postgres import catalog, checks, connection, publications, slots
+from connectors.sources.postgres.connection import PgConnParams
+from connectors.sources.postgres.slots import SlotInfo
 
 
 @pytest.fixture
@@ -36,7 +37,7 @@ def test_wrong_password(pg: Any) -> None:
     with pytest.raises(
         TerminalError, match=f"authentication failed for user {pg.user}: check database.password"
     ):
-        setup.connect(_params(pg, **{"database.password": "wrong"}))
+        connection.connect(_params(pg, **{"database.password": "wrong"}))
 
 
 def test_params_repr_hides_secrets() -> None:
@@ -64,26 +65,26 @@ def test_unreachable_port(pg: Any) -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     with pytest.raises(TerminalError, match=rf"127\.0\.0\.1:{port}: is the server running / reachable\?"):
-        setup.connect(_params(pg, **{"database.port": str(port)}))
+        connection.connect(_params(pg, **{"database.port": str(port)}))
     with pytest.raises(TransientError, match="is the server running"):
-        setup.connect(_params(pg, **{"database.port": str(port)}), unreachable_is_transient=True)
+        connection.connect(_params(pg, **{"database.port": str(port)}), unreachable_is_transient=True)
 
 
 def test_unknown_database(pg: Any) -> None:
     with pytest.raises(TerminalError, match="database nosuchdb does not exist .*check database.dbname"):
-        setup.connect(_params(pg, **{"database.dbname": "nosuchdb"}))
+        connection.connect(_params(pg, **{"database.dbname": "nosuchdb"}))
 
 
 def test_good_server_passes(pg: Any, db: Any, pg_database: str) -> None:
     params = _params(pg, **{"database.dbname": pg_database})
-    setup.check_server(db, params)
-    setup.check_replication_connection(params)
+    checks.check_server(db, params)
+    checks.check_replication_connection(params)
 
 
 def test_wal_level_replica(pg_factory: Any) -> None:
     server = pg_factory(wal_level="replica")
     with contextlib.closing(server.connect()) as conn, pytest.raises(TerminalError) as err:
-        setup.check_server(conn)
+        checks.check_server(conn)
     assert "wal_level is 'replica'" in str(err.value)
     assert "ALTER SYSTEM SET wal_level = logical" in str(err.value) and "restart" in str(err.value)
 
@@ -97,11 +98,11 @@ def test_role_without_replication(pg: Any, db: Any, pg_database: str, unique_nam
         params = _params(
             pg, **{"database.user": role, "database.password": "pw", "database.dbname": pg_database}
         )
-        with contextlib.closing(setup.connect(params)) as conn, pytest.raises(TerminalError) as err:
-            setup.check_server(conn, params)
+        with contextlib.closing(connection.connect(params)) as conn, pytest.raises(TerminalError) as err:
+            checks.check_server(conn, params)
         assert f"ALTER ROLE {role} REPLICATION" in str(err.value)
         with pytest.raises(TerminalError, match=f"ALTER ROLE {role} REPLICATION"):
-            setup.check_replication_connection(params)
+            checks.check_replication_connection(params)
     finally:
         _exec(db, f'REVOKE CONNECT ON DATABASE "{pg_database}" FROM {role}', f"DROP ROLE {role}")
 
@@ -118,7 +119,7 @@ def test_pg_hba_refuses_replication(pg_factory: Any) -> None:
     deadline = time.monotonic() + 10  # the postmaster applies the reload asynchronously
     while True:
         try:
-            setup.check_replication_connection(params)
+            checks.check_replication_connection(params)
         except TerminalError as exc:
             msg = str(exc)
             break
@@ -131,27 +132,27 @@ def test_pg_hba_refuses_replication(pg_factory: Any) -> None:
 # --------------------------------------------------------------------------- slots
 def test_slot_create_idempotent_info_and_drop(db: Any, unique_name: Any) -> None:
     slot = unique_name("slot")
-    assert setup.slot_info(db, slot) is None
-    info = setup.ensure_slot(db, slot)
+    assert slots.slot_info(db, slot) is None
+    info = slots.ensure_slot(db, slot)
     assert info.plugin == "pgoutput" and not info.active and info.confirmed_flush_lsn
-    again = setup.ensure_slot(db, slot)
+    again = slots.ensure_slot(db, slot)
     assert again.confirmed_flush_lsn == info.confirmed_flush_lsn
-    assert setup.current_wal_lsn(db) >= info.confirmed_flush_lsn
-    assert setup.drop_slot(db, slot) is True
-    assert setup.drop_slot(db, slot) is False
-    assert setup.slot_info(db, slot) is None
+    assert slots.current_wal_lsn(db) >= info.confirmed_flush_lsn
+    assert slots.drop_slot(db, slot) is True
+    assert slots.drop_slot(db, slot) is False
+    assert slots.slot_info(db, slot) is None
 
 
 def test_slot_with_other_plugin(db: Any, unique_name: Any) -> None:
     slot = unique_name("slot")
     _exec(db, f"SELECT pg_create_logical_replication_slot('{slot}', 'test_decoding')")
     with pytest.raises(TerminalError) as err:
-        setup.ensure_slot(db, slot)
+        slots.ensure_slot(db, slot)
     msg = str(err.value)
     assert f"replication slot {slot} exists but uses plugin 'test_decoding'" in msg
     assert "drop it" in msg and "choose another slot.name" in msg
     with pytest.raises(TerminalError, match="plugin.name='wal2json' is not supported"):
-        setup.ensure_slot(db, slot, plugin="wal2json")
+        slots.ensure_slot(db, slot, plugin="wal2json")
 
 
 def test_attach_with_retry(db: Any) -> None:
@@ -163,7 +164,7 @@ def test_attach_with_retry(db: Any) -> None:
         raise TransientError("replication slot x is in use by another process (PID 1)")
 
     with pytest.raises(TransientError, match="in use"):
-        setup.attach_with_retry(busy, max_retries=3, delay_ms=250, sleep=sleeps.append)
+        slots.attach_with_retry(busy, max_retries=3, delay_ms=250, sleep=sleeps.append)
     assert len(calls) == 3 and sleeps == [0.25, 0.25]
 
     def flaky() -> str:
@@ -172,32 +173,32 @@ def test_attach_with_retry(db: Any) -> None:
             raise TransientError("busy")
         return "attached"
 
-    assert setup.attach_with_retry(flaky, max_retries=6, delay_ms=1, sleep=sleeps.append) == "attached"
+    assert slots.attach_with_retry(flaky, max_retries=6, delay_ms=1, sleep=sleeps.append) == "attached"
 
     def terminal() -> None:
         raise TerminalError("no")
 
     with pytest.raises(TerminalError):
-        setup.attach_with_retry(terminal, sleep=sleeps.append)
+        slots.attach_with_retry(terminal, sleep=sleeps.append)
 
 
 def test_check_resume() -> None:
     info = SlotInfo("s", "pgoutput", "logical", "db", False, None, 100, 200)
-    assert setup.check_resume(info, None) is None
-    assert setup.check_resume(info, 200) is None
-    assert setup.check_resume(info, 250) is None
-    assert setup.check_resume(info, 150) is None  # only logged: idle keepalives move the slot
-    err = setup.check_resume(info, 150, strict=True)
+    assert slots.check_resume(info, None) is None
+    assert slots.check_resume(info, 200) is None
+    assert slots.check_resume(info, 250) is None
+    assert slots.check_resume(info, 150) is None  # only logged: idle keepalives move the slot
+    err = slots.check_resume(info, 150, strict=True)
     assert err is not None and "older than slot s's confirmed_flush_lsn 0/C8" in str(err)
     assert "tidemark offsets reset" in str(err)
-    gone = setup.check_resume(None, 150, "s")
+    gone = slots.check_resume(None, 150, "s")
     assert gone is not None and "replication slot s does not exist" in str(gone)
     for e in (err, gone):
         text = str(e)
         assert "tidemark offsets reset --config FILE --yes" in text and "are lost" in text
         assert "snapshot.mode=initial" not in text and "always" not in text  # modes the config refuses today
     assert "creates the slot" in str(gone)
-    lost = setup.check_resume(
+    lost = slots.check_resume(
         SlotInfo("s", "pgoutput", "logical", "db", False, None, 100, 200, "lost"), 150, "s"
     )
     assert lost is not None and "pg_drop_replication_slot('s')" in str(lost)
@@ -216,25 +217,28 @@ def test_publication_modes(db: Any, unique_name: Any) -> None:
             return set(cur.fetchall())
 
     all_pub = unique_name("pub")
-    assert setup.ensure_publication(db, all_pub, "all_tables") == "created"
-    assert setup.ensure_publication(db, all_pub, "all_tables") == "exists"
-    setup.check_publication_covers(db, all_pub, ["public.a", ("s2", "Mixed Case")])
+    assert publications.ensure_publication(db, all_pub, "all_tables") == "created"
+    assert publications.ensure_publication(db, all_pub, "all_tables") == "exists"
+    publications.check_publication_covers(db, all_pub, ["public.a", ("s2", "Mixed Case")])
 
     f_pub = unique_name("pub")
-    assert setup.ensure_publication(db, f_pub, "filtered", ["public.a"]) == "created"
+    assert publications.ensure_publication(db, f_pub, "filtered", ["public.a"]) == "created"
     assert published(f_pub) == {("public", "a")}
-    assert setup.ensure_publication(db, f_pub, "filtered", ["public.a"]) == "exists"
-    assert setup.ensure_publication(db, f_pub, "filtered", ["public.b", ("s2", "Mixed Case")]) == "altered"
+    assert publications.ensure_publication(db, f_pub, "filtered", ["public.a"]) == "exists"
+    assert (
+        publications.ensure_publication(db, f_pub, "filtered", ["public.b", ("s2", "Mixed Case")])
+        == "altered"
+    )
     assert published(f_pub) == {("public", "b"), ("s2", "Mixed Case")}
 
     none_pub = unique_name("pub")
-    assert setup.ensure_publication(db, none_pub, "no_tables") == "created"
+    assert publications.ensure_publication(db, none_pub, "no_tables") == "created"
     assert published(none_pub) == set()
 
-    assert setup.ensure_publication(db, none_pub, "disabled") == "exists"
+    assert publications.ensure_publication(db, none_pub, "disabled") == "exists"
     missing = unique_name("pub")
     with pytest.raises(TerminalError) as err:
-        setup.ensure_publication(db, missing, "disabled")
+        publications.ensure_publication(db, missing, "disabled")
     assert f"publication {missing} does not exist and publication.autocreate.mode is disabled" in str(
         err.value
     )
@@ -244,14 +248,14 @@ def test_publication_modes(db: Any, unique_name: Any) -> None:
 def test_publication_missing_a_table(db: Any, unique_name: Any) -> None:
     _exec(db, "CREATE TABLE a (id int PRIMARY KEY)", "CREATE TABLE b (id int)", "CREATE TABLE c (id int)")
     pub = unique_name("pub")
-    setup.ensure_publication(db, pub, "filtered", ["public.a"])
+    publications.ensure_publication(db, pub, "filtered", ["public.a"])
     with pytest.raises(TerminalError) as err:
-        setup.check_publication_covers(db, pub, ["public.a", "public.b", "public.c"])
+        publications.check_publication_covers(db, pub, ["public.a", "public.b", "public.c"])
     msg = str(err.value)
     assert f"publication {pub} does not include captured table(s) public.b, public.c" in msg
     assert f'ALTER PUBLICATION {pub} ADD TABLE "public"."b", "public"."c";' in msg
     with pytest.raises(TerminalError, match="does not exist"):
-        setup.check_publication_covers(db, unique_name("nopub"), ["public.a"])
+        publications.check_publication_covers(db, unique_name("nopub"), ["public.a"])
 
 
 def test_partitioned_table_coverage_and_listing(db: Any, unique_name: Any) -> None:
@@ -264,14 +268,14 @@ def test_partitioned_table_coverage_and_listing(db: Any, unique_name: Any) -> No
         "CREATE VIEW v AS SELECT 1",
     )
     pub = unique_name("pub")
-    setup.ensure_publication(db, pub, "filtered", ["public.m"])
-    setup.check_publication_covers(db, pub, ["public.m"])  # leaves listed, root captured
-    tables = {(s, t): (k, ri, pk) for s, t, k, ri, pk in setup.list_tables(db)}
+    publications.ensure_publication(db, pub, "filtered", ["public.m"])
+    publications.check_publication_covers(db, pub, ["public.m"])  # leaves listed, root captured
+    tables = {(s, t): (k, ri, pk) for s, t, k, ri, pk in catalog.list_tables(db)}
     assert tables[("public", "m")] == ("p", "d", True)
     assert tables[("public", "m1")] == ("r", "d", True)
     assert tables[("public", "nopk")] == ("r", "f", False)
     assert ("public", "v") not in tables
-    assert not any(s in setup.SYSTEM_SCHEMAS for s, _ in tables)
+    assert not any(s in catalog.SYSTEM_SCHEMAS for s, _ in tables)
 
 
 def test_publish_via_partition_root(db: Any, unique_name: Any, caplog: pytest.LogCaptureFixture) -> None:
@@ -291,10 +295,10 @@ def test_publish_via_partition_root(db: Any, unique_name: Any, caplog: pytest.Lo
 
     for mode, tables in (("all_tables", []), ("filtered", ["public.m"]), ("no_tables", [])):
         pub, plain = unique_name("pub"), unique_name("pub")
-        assert setup.ensure_publication(db, pub, mode, tables, via_root=True) == "created"
-        assert setup.ensure_publication(db, plain, mode, tables) == "created"
+        assert publications.ensure_publication(db, pub, mode, tables, via_root=True) == "created"
+        assert publications.ensure_publication(db, plain, mode, tables) == "created"
         assert via_root(pub) and not via_root(plain), mode
-    with caplog.at_level("WARNING", logger="connectors.sources.postgres.setup"):
-        assert setup.ensure_publication(db, plain, "no_tables", via_root=True) == "exists"
+    with caplog.at_level("WARNING", logger="connectors.sources.postgres.publications"):
+        assert publications.ensure_publication(db, plain, "no_tables", via_root=True) == "exists"
     assert f"publication {plain} exists with publish_via_partition_root=false" in caplog.text
     assert not via_root(plain)

@@ -12,7 +12,7 @@ from cfgutil import source as settings_of
 from harness import wait_until
 
 from connectors.api import TerminalError, TransientError
-from connectors.sources.postgres import setup
+from connectors.sources.postgres import connection, publications, slots
 from connectors.sources.postgres.pgoutput import (
     UNCHANGED_TOAST,
     Begin,
@@ -43,8 +43,10 @@ def db(pg: Any, pg_database: str) -> Any:
     conn.close()
 
 
-def _params(pg: Any, dbname: str) -> setup.PgConnParams:
-    return setup.PgConnParams.from_settings(settings_of("postgres", pg.props(**{"database.dbname": dbname})))
+def _params(pg: Any, dbname: str) -> connection.PgConnParams:
+    return connection.PgConnParams.from_settings(
+        settings_of("postgres", pg.props(**{"database.dbname": dbname}))
+    )
 
 
 def _exec(conn: Any, *stmts: str) -> None:
@@ -232,7 +234,7 @@ def _drain(stream: ReplicationStream, seconds: float = 1.5, until: int | None = 
 
 
 def _slot_confirmed(conn: Any, slot: str) -> int:
-    info = setup.slot_info(conn, slot)
+    info = slots.slot_info(conn, slot)
     assert info is not None and info.confirmed_flush_lsn is not None
     return info.confirmed_flush_lsn
 
@@ -242,8 +244,8 @@ def test_stream_reads_and_resumes_after_confirmed_lsn(
 ) -> None:
     slot, pub = unique_name("slot"), unique_name("pub")
     _exec(db, "CREATE TABLE t (id int PRIMARY KEY, v text)", "CREATE TABLE other (x int)")
-    setup.ensure_publication(db, pub, "filtered", ["public.t"])
-    setup.ensure_slot(db, slot)
+    publications.ensure_publication(db, pub, "filtered", ["public.t"])
+    slots.ensure_slot(db, slot)
     created_at = _slot_confirmed(db, slot)
     params = _params(pg, pg_database)
 
@@ -259,7 +261,7 @@ def test_stream_reads_and_resumes_after_confirmed_lsn(
             timeout=30,
             what="the idle slot following the server",
         )
-        assert created_at < _slot_confirmed(db, slot) <= setup.current_wal_lsn(db)
+        assert created_at < _slot_confirmed(db, slot) <= slots.current_wal_lsn(db)
 
         for i in range(1, 4):
             _exec(db, f"INSERT INTO t VALUES ({i}, 'v{i}')")
@@ -295,24 +297,24 @@ def test_stream_errors(pg: Any, db: Any, pg_database: str, unique_name: Any, pg_
         ReplicationStream(params, unique_name("missing"), "p").open()
 
     slot = unique_name("slot")
-    setup.ensure_slot(db, slot)
-    setup.ensure_publication(db, "p_all", "all_tables")
+    slots.ensure_slot(db, slot)
+    publications.ensure_publication(db, "p_all", "all_tables")
     first = ReplicationStream(params, slot, "p_all")
     first.open()
     try:
         with pytest.raises(TransientError, match="active"):
             ReplicationStream(params, slot, "p_all").open()
         with pytest.raises(TransientError, match="in use by another process"):
-            setup.ensure_slot(db, slot)
+            slots.ensure_slot(db, slot)
     finally:
         first.close()
 
     # Server gone under a running stream -> transient (retry), and so is reconnecting to it.
     server = pg_factory()
-    sparams = setup.PgConnParams.from_settings(settings_of("postgres", server.props()))
+    sparams = connection.PgConnParams.from_settings(settings_of("postgres", server.props()))
     with contextlib.closing(server.connect()) as sconn:
-        setup.ensure_slot(sconn, "s1")
-        setup.ensure_publication(sconn, "p1", "all_tables")
+        slots.ensure_slot(sconn, "s1")
+        publications.ensure_publication(sconn, "p1", "all_tables")
     stream = ReplicationStream(sparams, "s1", "p1")
     stream.open()
     assert stream.server_wal_lsn() > 0

@@ -2,7 +2,8 @@
 
 The registry loads every row of pg_type in one query and re-reads lazily when an OID it has not
 seen shows up (an enum or domain created after start-up), like Debezium's TypeRegistry.
-`load_table` reads one table's columns, primary key and replica identity in two queries.
+`load_table` reads one table's columns, primary key and replica identity in two queries;
+`list_tables` lists the tables there are (for the publication and the start-up warnings).
 """
 
 from __future__ import annotations
@@ -221,3 +222,27 @@ def load_table(conn: Any, schema: str, table: str) -> TableInfo:
         if is_ident:
             ident_cols = names
     return TableInfo(schema, table, columns, pk, ident, ident_cols, rel_oid)
+
+
+SYSTEM_SCHEMAS = ("pg_catalog", "information_schema", "pg_toast", "pg_internal", "catalog_history")
+
+# (schema, table, relkind, replica identity, has a primary key)
+TableRow = tuple[str, str, str, str, bool]
+
+_TABLES_SQL = """
+SELECT n.nspname, c.relname, c.relkind::text, c.relreplident::text,
+       EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conrelid = c.oid AND k.contype = 'p')
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relkind IN ('r', 'p')
+  AND n.nspname <> ALL (%s)
+  AND n.nspname NOT LIKE 'pg\\_temp\\_%%' AND n.nspname NOT LIKE 'pg\\_toast\\_temp\\_%%'
+ORDER BY 1, 2
+"""
+
+
+def list_tables(conn: Any) -> list[TableRow]:
+    """Ordinary ('r') and partitioned ('p') tables outside system schemas; partitions of a
+    partitioned table are included too."""
+    with conn.cursor() as cur:
+        cur.execute(_TABLES_SQL, (list(SYSTEM_SCHEMAS),))
+        return [(s, t, k, ri, bool(pk)) for s, t, k, ri, pk in cur.fetchall()]

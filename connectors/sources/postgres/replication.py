@@ -19,7 +19,7 @@ It is safe: a keepalive's wal_end is the end of the last WAL record the walsende
 every change committed before it was sent (and read, and confirmed) before that keepalive; a
 transaction still being decoded commits after it, so the server re-sends it after a restart.
 The slot can therefore be ahead of the stored offsets only by WAL with nothing for this
-publication (`setup.check_resume` logs that), never by a change.
+publication (`slots.check_resume` logs that), never by a change.
 
 Earlier versions capped the LSN below the last message's data_start to stop that forward, and
 wrote a `tidemark.sync` logical message into the WAL at every start so that a data message came
@@ -49,7 +49,8 @@ import psycopg2
 import psycopg2.extras
 
 from connectors.api import Lsn, TerminalError, TidemarkError, TransientError
-from connectors.sources.postgres.setup import PgConnParams, connect, current_wal_lsn, translate_error
+from connectors.sources.postgres.connection import PgConnParams, connect, translate_error
+from connectors.sources.postgres.slots import current_wal_lsn
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +136,7 @@ class ReplicationStream:
         ):
             return TerminalError(
                 f"replication slot {self.slot_name} does not exist on {self.params.address}: {text}",
-                "let the connector create it at start-up (setup.ensure_slot) or create it with "
+                "let the connector create it at start-up (slots.ensure_slot) or create it with "
                 f"SELECT pg_create_logical_replication_slot('{self.slot_name}', 'pgoutput')",
             )
         return translate_error(exc, f"starting replication on slot {self.slot_name}")

@@ -16,13 +16,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import psycopg2
+
 from connectors.api import Batch, Record, TerminalError, TidemarkError
 from connectors.format import envelope as env
 from connectors.format.topics import TopicNamer
 from connectors.settings.config import ConnectorConfig
 from connectors.settings.filters import ColumnRules, NameFilter, TableFilters, compile_list
 from connectors.settings.model import PostgresSettings
+from connectors.sources.postgres import checks, publications, replication, slots
 from connectors.sources.postgres import pgoutput as pgo
+from connectors.sources.postgres.catalog import list_tables
+from connectors.sources.postgres.connection import PgConnParams, connect, translate_error
 from connectors.sources.postgres.eventfactory import factory_class
 from connectors.sources.postgres.events import PgEventFactory, Tx
 from connectors.sources.postgres.fastrow import compile_insert
@@ -109,30 +114,24 @@ class PostgresSource:
 
     # ------------------------------------------------------------------ lifecycle
     def open(self, start_offset: dict[str, Any] | None) -> None:
-        import psycopg2
-
-        from connectors.sources.postgres import setup
-
-        params = setup.PgConnParams.from_settings(self.src)
+        params = PgConnParams.from_settings(self.src)
         self._first = not self.history.connected  # start-up warnings: once per run, not per reconnect
-        self._conn = setup.connect(params, unreachable_is_transient=self.history.connected)
+        self._conn = connect(params, unreachable_is_transient=self.history.connected)
         self.history.connected = True
         try:
             self._open(params, start_offset)
         except psycopg2.Error as exc:
             # The server went away during set-up (e.g. a restart): retried like any dropped connection.
-            raise setup.translate_error(exc, f"setting up the stream from {params.address}") from exc
+            raise translate_error(exc, f"setting up the stream from {params.address}") from exc
 
-    def _open(self, params: Any, start_offset: dict[str, Any] | None) -> None:
-        from connectors.sources.postgres import replication, setup
-
+    def _open(self, params: PgConnParams, start_offset: dict[str, Any] | None) -> None:
         src = self.src
-        setup.check_server(self._conn, params)
-        tables = setup.list_tables(self._conn)
+        checks.check_server(self._conn, params)
+        tables = list_tables(self._conn)
         captured = [(s, t) for s, t, *_ in tables if self.filters.captures(s, t)]
         if not captured and self._first:
-            setup.warn_nothing_captured(src, tables)
-        done = setup.ensure_publication(
+            checks.warn_nothing_captured(src, tables)
+        done = publications.ensure_publication(
             self._conn,
             src.publication_name,
             src.publication_autocreate_mode,
@@ -140,13 +139,13 @@ class PostgresSource:
             via_root=src.publish_via_partition_root,
         )
         if done == "created" and src.publication_autocreate_mode == "all_tables":
-            setup.warn_missing_identity(src.publication_name, tables)
+            checks.warn_missing_identity(src.publication_name, tables)
         if src.publication_autocreate_mode != "all_tables":
-            setup.check_publication_covers(self._conn, src.publication_name, captured)
+            publications.check_publication_covers(self._conn, src.publication_name, captured)
         slot_name = src.slot_name
         if start_offset:
             # Before ensure_slot: a slot re-created now would silently skip everything since the offset.
-            info = setup.slot_info(self._conn, slot_name)
+            info = slots.slot_info(self._conn, slot_name)
             if info is None and src.slot_drop_on_stop:
                 log.warning(
                     "slot %s was dropped on the last stop (slot.drop.on.stop): changes made while the "
@@ -154,13 +153,13 @@ class PostgresSource:
                     slot_name,
                 )
             else:
-                err = setup.check_resume(
+                err = slots.check_resume(
                     info, int(start_offset.get("lsn_flush", 0)), slot_name, known_lsn=self.history.seen_lsn
                 )
                 if err is not None:
                     raise err
-        setup.attach_with_retry(
-            lambda: setup.ensure_slot(self._conn, slot_name, src.plugin_name),
+        slots.attach_with_retry(
+            lambda: slots.ensure_slot(self._conn, slot_name, src.plugin_name),
             src.slot_max_retries,
             src.slot_retry_delay_ms,
         )
@@ -169,7 +168,7 @@ class PostgresSource:
         self._flushed = start_lsn
         self._order_commit = int(start_offset.get("lsn_commit", 0)) if start_offset else 0
         self._seq_commit = start_offset.get("seq_commit") if start_offset else None
-        self._target = setup.current_wal_lsn(self._conn) if self.until_caught_up else None
+        self._target = slots.current_wal_lsn(self._conn) if self.until_caught_up else None
         self._tables = TableCache(
             self._conn, self.cfg, self.namer, self.filters, self.rules, warned=self.history.warned_columns
         )
@@ -190,7 +189,7 @@ class PostgresSource:
             status_interval_ms=src.status_update_interval_ms,
         )
         stream = self._stream
-        setup.attach_with_retry(lambda: stream.open(), src.slot_max_retries, src.slot_retry_delay_ms)
+        slots.attach_with_retry(lambda: stream.open(), src.slot_max_retries, src.slot_retry_delay_ms)
 
     def stop(self) -> None:
         self._stop = True
@@ -209,29 +208,27 @@ class PostgresSource:
                 log.debug("confirming %s to the server: %s", _fmt(self._flushed), e)
 
     def close(self) -> None:
-        from connectors.sources.postgres import setup
-
         if self._stream is not None:
             self._stream.close()
             self._stream = None
         if self._conn is not None:
             try:
                 if self._stop and self.src.slot_drop_on_stop:
-                    self._drop_slot(setup)
+                    self._drop_slot()
             finally:
                 self._conn.close()
                 self._conn = None
 
-    def _drop_slot(self, setup: Any) -> None:
+    def _drop_slot(self) -> None:
         # The walsender lets go of the slot a moment after the stream closes: wait for that.
         name = self.src.slot_name
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
-            info = setup.slot_info(self._conn, name)
+            info = slots.slot_info(self._conn, name)
             if info is None or not info.active:
                 break
             time.sleep(0.05)
-        if setup.drop_slot(self._conn, name):
+        if slots.drop_slot(self._conn, name):
             log.info("dropped slot %s (slot.drop.on.stop)", name)
 
     offset_key = staticmethod(offset_key)
@@ -450,10 +447,6 @@ class PostgresSource:
 
     def _heartbeat(self, off: dict[str, Any]) -> Batch:
         if self.heartbeat_query:
-            import psycopg2
-
-            from connectors.sources.postgres.setup import translate_error
-
             try:
                 with self._conn.cursor() as cur:
                     cur.execute(self.heartbeat_query)

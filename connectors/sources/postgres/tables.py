@@ -20,7 +20,7 @@ from connectors.settings.config import ConnectorConfig
 from connectors.settings.filters import ColumnRules, TableFilters
 from connectors.settings.model import PostgresSettings
 from connectors.sources.postgres import catalog, pgoutput, types
-from connectors.sources.postgres.setup import translate_error
+from connectors.sources.postgres.connection import translate_error
 
 log = logging.getLogger(__name__)
 
