@@ -14,8 +14,8 @@ from harness import wait_until
 
 from connectors.api import TerminalError, TransientError
 from connectors.sources.mysql import setup
-from connectors.sources.mysql.binlog import BinlogStream
 from connectors.sources.mysql.source import MySqlSource
+from connectors.sources.mysql.stream import BinlogStream
 
 
 def _cfg(server: Any, warehouse: Path, name: str, server_id: int) -> Any:
@@ -94,7 +94,7 @@ def test_unreachable_is_terminal_only_before_the_first_connect(
 
 
 def test_connection_settings_never_show_the_password() -> None:
-    from connectors.sources.mysql.binlog import ConnectionSettings
+    from connectors.sources.mysql.stream import ConnectionSettings
 
     s = setup.connection_settings(
         settings_of(

@@ -249,8 +249,8 @@ def test_resume_by_file_pos_without_gtids(
 
 def test_transaction_ids_without_gtids() -> None:
     """Debezium's transaction id without GTIDs: `file=<file>,pos=<position of BEGIN>`."""
-    from connectors.sources.mysql.binlog import Event
     from connectors.sources.mysql.events import Translator, TxEnd
+    from connectors.sources.mysql.stream import Event
 
     tr = Translator(Tables(), {"file": "mysql-bin.000003", "pos": 100})
     items = list(tr.feed(Event("query", 1, 1, "mysql-bin.000003", 100, 180, query="BEGIN", thread=7)))

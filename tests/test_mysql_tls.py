@@ -22,7 +22,7 @@ from cryptography.x509.oid import NameOID
 from connectors.api import ConfigError, TerminalError
 from connectors.settings import config
 from connectors.sources.mysql import setup
-from connectors.sources.mysql.binlog import BinlogStream
+from connectors.sources.mysql.stream import BinlogStream
 
 
 # --------------------------------------------------------------------------- certificates

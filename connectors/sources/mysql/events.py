@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from connectors.api import GtidTracker
-from connectors.sources.mysql.binlog import Event
 from connectors.sources.mysql.ddl import DdlParser, DdlResult, UnparseableDdl
 from connectors.sources.mysql.model import Table, Tables
+from connectors.sources.mysql.stream import Event
 
 log = logging.getLogger(__name__)
 
