@@ -13,8 +13,9 @@ from typing import Any
 
 import orjson
 import pytest
+from cdc import ROOT, TIDEMARK, payload, popen_cli, read_jsonl, run_cli
 from harness import wait_until
-from pgcdc import ROOT, TIDEMARK, payload, popen_cli, read_jsonl, run_cli, write_config
+from pgcdc import write_config
 
 from connectors.app.embedded.util import free_port
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cdc import write_config
 from conformance.debezium import read_jsonl, run_debezium
 from conformance.mysql import workload
 from conformance.normalize import assert_conform
@@ -81,22 +82,6 @@ def mysql57(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MariaDbServer]
         server.destroy()
 
 
-def _tidemark_config(
-    path: Path, server: MariaDbServer, source: dict[str, str], out: Path, warehouse: Path
-) -> Path:
-    props = {"debezium.source.connector.class": "mysql"}
-    props.update({f"debezium.source.{k}": v for k, v in {**server.props(), **source}.items()})
-    props.update(
-        {
-            "debezium.sink.type": "jsonl,delta",
-            "debezium.sink.jsonl.path": str(out),
-            "tidemark.warehouse": str(warehouse),
-        }
-    )
-    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-    return path
-
-
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_tidemark_matches_debezium(
     variant: str, mysql57: MariaDbServer, unique_name: Any, tmp_path: Path
@@ -115,8 +100,13 @@ def test_tidemark_matches_debezium(
     }
     tm_source = {**source, "name": f"tm-{variant}", "database.server.id": str(unique_name.server_id())}
     tm_out = tmp_path / "tidemark.jsonl"
-    config = _tidemark_config(
-        tmp_path / "tidemark.properties", mysql57, tm_source, tm_out, tmp_path / "warehouse"
+    # Delta too: its change log keeps each record's Kafka headers, which the jsonl lines do not.
+    config = write_config(
+        tmp_path / "tidemark.properties",
+        {"connector.class": "mysql", **mysql57.props(), **tm_source},
+        sinks="jsonl,delta",
+        jsonl=tm_out,
+        warehouse=tmp_path / "warehouse",
     )
 
     # 1. both take their start position at the current end of the binlog

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cdc import write_config
 from conformance.debezium import read_jsonl, run_debezium
 from conformance.normalize import assert_conform
 from conformance.postgres import workload
@@ -68,22 +69,6 @@ VARIANTS = {
     },
     "time-nanoseconds": {"time.precision.mode": "nanoseconds"},
 }
-
-
-def write_tidemark_properties(
-    path: Path, conn_props: dict[str, str], source: dict[str, str], out: Path, warehouse: Path, name: str
-) -> Path:
-    lines = ["debezium.source.connector.class=postgres", f"debezium.source.name={name}"]
-    for k, v in {**conn_props, **source}.items():
-        lines.append(f"debezium.source.{k}={v}")
-    # Delta too: its change log keeps each record's Kafka headers, which the jsonl lines do not.
-    lines += [
-        "debezium.sink.type=jsonl,delta",
-        f"debezium.sink.jsonl.path={out}",
-        f"tidemark.warehouse={warehouse}",
-    ]
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 @pytest.mark.debezium
@@ -244,13 +229,19 @@ def capture_and_compare(
 
     # --- Tidemark on slot B ----------------------------------------------------------------
     tm_out = tmp_path / "tidemark.jsonl"
-    config = write_tidemark_properties(
+    # Delta too: its change log keeps each record's Kafka headers, which the jsonl lines do not.
+    config = write_config(
         tmp_path / "tidemark.properties",
-        conn_props,
-        {**source, "slot.name": slot_tm},
-        tm_out,
-        tmp_path / "warehouse",
-        f"tm-{variant}",
+        {
+            "connector.class": "postgres",
+            "name": f"tm-{variant}",
+            **conn_props,
+            **source,
+            "slot.name": slot_tm,
+        },
+        sinks="jsonl,delta",
+        jsonl=tm_out,
+        warehouse=tmp_path / "warehouse",
     )
     run_tidemark(config, tmp_path / "tidemark.log")
     assert tm_out.exists(), f"tidemark wrote no {tm_out}; log {tmp_path / 'tidemark.log'}"

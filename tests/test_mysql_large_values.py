@@ -14,7 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mycdc import read_jsonl, run_cli, run_cli_peak_rss, write_config
+from cdc import read_jsonl, run_cli, run_cli_peak_rss
+from mycdc import write_config
 
 MB = 1 << 20
 PATTERN = 'abcdefghijklmnopqrstuvwxyz0123456789 é"\\\n'  # multi-byte, JSON-escaped characters too

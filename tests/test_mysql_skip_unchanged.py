@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mycdc import payload, read_jsonl, run_cli, write_config
+from cdc import payload, read_jsonl, run_cli
+from mycdc import write_config
 
 UPDATES = [
     "UPDATE t SET ign = 'i2' WHERE id = 1",  # excluded column only

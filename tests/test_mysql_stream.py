@@ -3,23 +3,22 @@
 from __future__ import annotations
 
 import signal
-import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import free_port, wait_until
-from mycdc import write_config
-from pgcdc import (
+from cdc import (
     assert_debezium_heartbeat,
-    changelog_count,
     delta_rows,
     kill_inside_then_resume,
     payload,
     popen_cli,
     read_jsonl,
     run_cli,
+    sigkill_during_workload,
 )
+from harness import free_port, wait_until
+from mycdc import write_config
 
 TABLES = [
     "CREATE TABLE customers (id INT AUTO_INCREMENT PRIMARY KEY, name VARCHAR(50) NOT NULL, email VARCHAR(50), "
@@ -305,23 +304,6 @@ def test_max_seconds_heartbeats_and_offsets_reset(
     assert '"reset": true' in run_cli("offsets", "show", "--config", str(cfg)).stdout
 
 
-def _workload(server: Any, dbname: str, first: int, last: int, stop: threading.Event) -> None:
-    conn = server.connect(database=dbname)
-    cur = conn.cursor()
-    for i in range(first, last):
-        if stop.is_set():
-            break
-        if i % 10 == 0:
-            conn.begin()
-            for j in range(50):  # a bigger transaction now and then
-                cur.execute("INSERT INTO orders VALUES (%s, 2, %s)", (100_000 + i * 100 + j, j))
-            conn.commit()
-        cur.execute("INSERT INTO orders VALUES (%s, 1, 1)", (i,))
-        if i % 3 == 0:
-            cur.execute("UPDATE orders SET qty = qty + 1 WHERE id = %s", (i,))
-    conn.close()
-
-
 @pytest.mark.slow
 def test_sigkill_during_workload_loses_nothing(
     mariadb: Any, mariadb_database: str, db: Any, kafka: Any, tmp_path: Path, unique_name: Any
@@ -340,44 +322,15 @@ def test_sigkill_during_workload_loses_nothing(
         **{"max.batch.size": "64"},
     )
     run_cli("run", "--config", str(cfg), "--until-caught-up")
-    stop = threading.Event()
-    n, rounds = 600, 4
-    changelog = tmp_path / "warehouse" / name / "changelog"
-    kills = 0
-    for r in range(rounds):
-        # One part of the workload per connector life, so each life has changes to deliver (a
-        # connector that commits while it catches up finishes the whole workload before a later kill).
-        writer = threading.Thread(
-            target=_workload, args=(mariadb, mariadb_database, r * n // rounds, (r + 1) * n // rounds, stop)
-        )
-        proc = popen_cli("run", "--config", str(cfg), log=tmp_path / "run.log")
-        try:
-            start = changelog_count(changelog)
-            writer.start()
-            wait_until(
-                lambda s=start: changelog_count(changelog) > s + 50,
-                timeout=90,
-                what="progress before the kill",
-            )
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(timeout=30)
-            kills += 1
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-            writer.join(300)
-    stop.set()
-    run_cli("run", "--config", str(cfg), "--until-caught-up", timeout=300)
-    expected_c = n + (n // 10) * 50
-    expected_u = len(range(0, n, 3))
-    rows = delta_rows(changelog, ["op", "key", "binlog_file", "binlog_pos", "row"])
-    keys = [(r["op"], r["key"], r["binlog_file"], r["binlog_pos"], r["row"]) for r in rows]
-    assert len(keys) == len(set(keys)), "a change landed twice in Delta"
-    assert sum(r["op"] == "c" for r in rows) == expected_c
-    assert sum(r["op"] == "u" for r in rows) == expected_u
-    got = kafka.read_all(f"{name}.{mariadb_database}.orders", min_count=expected_c + expected_u, timeout=60)
-    assert len({m[1] for m in got}) >= expected_c + expected_u
-    assert kills == 4
+    sigkill_during_workload(
+        cfg,
+        tmp_path / "warehouse" / name / "changelog",
+        tmp_path / "run.log",
+        lambda: mariadb.connect(database=mariadb_database),
+        kafka,
+        f"{name}.{mariadb_database}.orders",
+        {"binlog_file": "file", "binlog_pos": "pos", "row": "row"},
+    )
 
 
 @pytest.mark.slow

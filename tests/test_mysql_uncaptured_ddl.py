@@ -21,7 +21,8 @@ from typing import Any
 
 import orjson
 import pytest
-from mycdc import drain, read_jsonl, run_cli, source_config, started_source, write_config
+from cdc import read_jsonl, run_cli
+from mycdc import drain, source_config, started_source, write_config
 
 from connectors.api import TerminalError
 from connectors.sources.mysql.ddl import DdlParser, UnparseableDdl

@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cdc import payload, read_jsonl, run_cli
 from cfgutil import source as settings_of
-from mycdc import payload, read_jsonl, run_cli, write_config
+from mycdc import write_config
 
 from connectors.api import TerminalError
 from connectors.format.topics import NameAdjuster, TopicNamer

@@ -7,8 +7,9 @@ import signal
 from pathlib import Path
 from typing import Any
 
+from cdc import payload, peak_rss_kb, popen_cli, read_jsonl, rss_kb
 from harness import wait_until
-from pgcdc import payload, peak_rss_kb, popen_cli, read_jsonl, rss_kb, write_config
+from pgcdc import write_config
 
 SIZE = 50_000_000
 # What one such value needs at the same time, above the idle process, with the jsonl sink: libpq's

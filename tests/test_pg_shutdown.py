@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cdc import payload, popen_cli, read_jsonl, run_cli
 from harness import wait_until
-from pgcdc import payload, popen_cli, read_jsonl, run_cli, write_config
+from pgcdc import write_config
 
 
 def _created_ids(out: Path) -> list[int]:

@@ -11,18 +11,18 @@ from typing import Any
 import orjson
 import psycopg2
 import pytest
-from harness import wait_until
-from pgcdc import (
+from cdc import (
     assert_debezium_heartbeat,
-    changelog_count,
     delta_rows,
     kill_inside_then_resume,
     payload,
     popen_cli,
     read_jsonl,
     run_cli,
-    write_config,
+    sigkill_during_workload,
 )
+from harness import wait_until
+from pgcdc import write_config
 
 from connectors.format import temporal as T
 
@@ -458,21 +458,6 @@ def test_wal_level_replica_is_explained(pg_factory: Any, tmp_path: Path) -> None
     assert "wal_level" in proc.stderr and "logical" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def _workload(pg: Any, dbname: str, lo: int, hi: int) -> None:
-    conn = pg.connect(dbname=dbname)
-    cur = conn.cursor()
-    for i in range(lo, hi):
-        if i % 10 == 0:
-            cur.execute("BEGIN")
-            for j in range(50):  # a bigger transaction now and then
-                cur.execute("INSERT INTO orders VALUES (%s, 2, %s)", (100_000 + i * 100 + j, j))
-            cur.execute("COMMIT")
-        cur.execute("INSERT INTO orders VALUES (%s, 1, 1)", (i,))
-        if i % 3 == 0:
-            cur.execute("UPDATE orders SET qty = qty + 1 WHERE id = %s", (i,))
-    conn.close()
-
-
 @pytest.mark.slow
 def test_sigkill_during_workload_loses_nothing(
     pg: Any, pg_database: str, db: Any, kafka: Any, tmp_path: Path, unique_name: Any
@@ -491,50 +476,15 @@ def test_sigkill_during_workload_loses_nothing(
         **{"max.batch.size": "64"},
     )
     run_cli("run", "--config", str(cfg), "--until-caught-up")
-    n, rounds = 600, 4
-    changelog = tmp_path / "warehouse" / slot / "changelog"
-    kills = 0
-    for r in range(rounds):
-        # One part of the workload per connector life, so each life has changes to deliver
-        # (a fast connector could otherwise finish the whole workload before a later kill).
-        writer = threading.Thread(
-            target=_workload, args=(pg, pg_database, r * n // rounds, (r + 1) * n // rounds)
-        )
-        start = changelog_count(changelog)
-        proc = popen_cli("run", "--config", str(cfg), log=tmp_path / "run.log")
-        try:
-            writer.start()
-            wait_until(
-                lambda s=start: changelog_count(changelog) > s + 50,
-                timeout=90,
-                what="progress before the kill",
-            )
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(timeout=30)
-            kills += 1
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-            writer.join(300)
-    run_cli("run", "--config", str(cfg), "--until-caught-up", timeout=300)
-    # The workload's changes as (op, id): every insert, and an update of every third single row.
-    expected = {("c", i) for i in range(n)} | {("u", i) for i in range(0, n, 3)}
-    expected |= {("c", 100_000 + i * 100 + j) for i in range(0, n, 10) for j in range(50)}
-    rows = delta_rows(changelog, ["op", "key", "lsn"])
-    landed = [(r["op"], orjson.loads(r["key"])["id"], r["lsn"]) for r in rows]
-    assert len(landed) == len(set(landed)), "a change landed twice in Delta"
-    assert {(op, k) for op, k, _ in landed} == expected and len(landed) == len(expected)
-    # Kafka, at least once: the same changes by (op, key, source.lsn) — a replayed record counts
-    # once (its envelope ts_ms differs, so comparing value bytes would hide a lost one).
-    got = kafka.read_all(f"{slot}.public.orders", min_count=len(expected), timeout=60)
-    in_kafka = set()
-    for key, value, _headers in got:
-        if value is None:
-            continue
-        p = orjson.loads(value)["payload"]
-        in_kafka.add((p["op"], orjson.loads(key)["payload"]["id"], p["source"]["lsn"]))
-    assert in_kafka == set(landed), (len(in_kafka), len(landed))
-    assert kills == 4
+    sigkill_during_workload(
+        cfg,
+        tmp_path / "warehouse" / slot / "changelog",
+        tmp_path / "run.log",
+        lambda: pg.connect(dbname=pg_database),
+        kafka,
+        f"{slot}.public.orders",
+        {"lsn": "lsn"},
+    )
 
 
 @pytest.mark.slow

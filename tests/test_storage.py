@@ -14,8 +14,9 @@ from typing import Any
 import orjson
 import pyarrow as pa
 import pytest
+from cdc import popen_cli, run_cli
 from harness import wait_until
-from pgcdc import popen_cli, run_cli, write_config
+from pgcdc import write_config
 
 from connectors.api import Batch, Record, TerminalError, TransientError
 from connectors.sinks.jsonl import JsonLinesSink

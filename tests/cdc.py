@@ -1,0 +1,280 @@
+"""Helpers for end-to-end connector tests, whichever the connector: write a configuration file,
+run the CLI, read what landed, SIGKILL the connector and check nothing was lost or repeated.
+
+The connector-specific parts (which source properties a test configuration needs) are in
+tests/pgcdc.py (PostgreSQL) and tests/mycdc.py (MySQL/MariaDB); they call `write_config` here.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+from harness import wait_until
+
+ROOT = Path(__file__).resolve().parents[1]
+TIDEMARK = [sys.executable, "-m", "connectors.app.cli"]
+
+
+# --------------------------------------------------------------------------- configuration
+def write_config(
+    path: Path,
+    source: Mapping[str, Any],
+    *,
+    sinks: str = "jsonl",
+    jsonl: Path | None = None,
+    warehouse: Path | None = None,
+    kafka: Any = None,
+    **extra: Any,
+) -> Path:
+    """A server-shape .properties file: `source` as `debezium.source.*` (connector.class
+    included), the sinks, the warehouse (default: `warehouse/` beside the file). `extra` keys
+    may be written with `__` for `.`; a key without a `debezium.`/`tidemark.` prefix is a source
+    property, and overrides the same key of `source`."""
+    props = {f"debezium.source.{k}": str(v) for k, v in source.items()}
+    props["debezium.sink.type"] = sinks
+    props["tidemark.warehouse"] = str(warehouse or path.parent / "warehouse")
+    if jsonl is not None:
+        props["debezium.sink.jsonl.path"] = str(jsonl)
+    if kafka is not None:
+        props["debezium.sink.kafka.producer.bootstrap.servers"] = kafka.bootstrap
+        props["debezium.sink.kafka.topic.creation.partitions"] = "1"  # whole-topic order in assertions
+    for k, v in extra.items():
+        key = k.replace("__", ".")
+        props[key if key.startswith(("debezium.", "tidemark.")) else f"debezium.source.{key}"] = str(v)
+    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    return path
+
+
+# --------------------------------------------------------------------------- the CLI
+def run_cli(*args: str, timeout: float = 180, check: bool = True) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run(
+        [*TIDEMARK, *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"tidemark {' '.join(args)} exited {proc.returncode}\n{proc.stderr[-4000:]}")
+    return proc
+
+
+def popen_cli(*args: str, log: Path) -> subprocess.Popen[bytes]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.Popen(
+        [*TIDEMARK, *args], stdout=subprocess.DEVNULL, stderr=log.open("ab"), env=env, cwd=ROOT
+    )
+
+
+_PEAK_WRAPPER = (
+    "import resource, subprocess, sys; p = subprocess.run(sys.argv[1:]); "
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); "
+    "sys.exit(p.returncode)"
+)
+
+
+def run_cli_peak_rss(*args: str, timeout: float = 300) -> tuple[subprocess.CompletedProcess[str], int]:
+    """`tidemark <args>` run to its end under a wrapper process whose only child it is, so the
+    child's peak RSS (kB) is exact: (the completed process, peak kB)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run(
+        [sys.executable, "-c", _PEAK_WRAPPER, *TIDEMARK, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=ROOT,
+    )
+    if proc.returncode != 0:
+        raise AssertionError(f"tidemark {' '.join(args)} exited {proc.returncode}\n{proc.stderr[-4000:]}")
+    return proc, int(proc.stderr.strip().splitlines()[-1])
+
+
+def _status_kb(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field):
+            return int(line.split()[1])
+    return 0
+
+
+def peak_rss_kb(pid: int) -> int:
+    """A live process's peak resident set size (VmHWM) in kB."""
+    return _status_kb(pid, "VmHWM:")
+
+
+def rss_kb(pid: int) -> int:
+    """A live process's current resident set size (VmRSS) in kB."""
+    return _status_kb(pid, "VmRSS:")
+
+
+# --------------------------------------------------------------------------- what landed
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+
+
+def payload(rec: dict[str, Any], part: str = "value") -> Any:
+    v = rec[part]
+    return v["payload"] if isinstance(v, dict) and "schema" in v and "payload" in v else v
+
+
+def delta_rows(table: Path, columns: list[str] | None = None) -> list[dict[str, Any]]:
+    from deltalake import DeltaTable
+
+    return DeltaTable(str(table)).to_pyarrow_table(columns=columns).to_pylist()
+
+
+def changelog_count(changelog: Path) -> int:
+    """Rows in a Delta change log (0 before its first commit)."""
+    return len(delta_rows(changelog, ["op"])) if changelog.exists() else 0
+
+
+# A heartbeat record's schemas as Debezium 3.6 writes them (captured from its MySQL connector;
+# the record has no headers): serverName key, ts_ms value, both version 1.
+HEARTBEAT_KEY_SCHEMA = {
+    "type": "struct",
+    "fields": [{"type": "string", "optional": False, "field": "serverName"}],
+    "optional": False,
+    "name": "io.debezium.connector.common.ServerNameKey",
+    "version": 1,
+}
+HEARTBEAT_VALUE_SCHEMA = {
+    "type": "struct",
+    "fields": [{"type": "int64", "optional": False, "field": "ts_ms"}],
+    "optional": False,
+    "name": "io.debezium.connector.common.Heartbeat",
+    "version": 1,
+}
+
+
+def assert_debezium_heartbeat(rec: dict[str, Any], server_name: str) -> None:
+    assert rec["key"] == {"schema": HEARTBEAT_KEY_SCHEMA, "payload": {"serverName": server_name}}
+    assert rec["value"]["schema"] == HEARTBEAT_VALUE_SCHEMA and set(rec["value"]["payload"]) == {"ts_ms"}
+
+
+# --------------------------------------------------------------------------- SIGKILL
+def _sigkill(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+
+
+def kill_inside_then_resume(
+    cfg: Path, changelog: Path, log: Path, total: int, *, first: int = 10_000, max_rss_kb: int = 600_000
+) -> None:
+    """Run the connector on a pending `total`-row transaction, SIGKILL it once `first` rows are in
+    the Delta change log, check it was killed inside the transaction with bounded memory, then
+    run it again until caught up. The caller checks the change log's rows."""
+    proc = popen_cli("run", "--config", str(cfg), log=log)
+    try:
+        wait_until(
+            lambda: changelog_count(changelog) >= first, timeout=180, what="part of the transaction delivered"
+        )
+        peak_kb = peak_rss_kb(proc.pid)
+        _sigkill(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    at_kill = changelog_count(changelog)
+    assert 0 < at_kill < total, at_kill  # killed inside the transaction
+    assert peak_kb < max_rss_kb, f"peak RSS {peak_kb} kB: the transaction is not streamed in bounded memory"
+    run_cli("run", "--config", str(cfg), "--until-caught-up", timeout=600)
+
+
+def orders_workload(connect: Callable[[], Any], lo: int, hi: int, stop: threading.Event) -> None:
+    """Rows `lo`..`hi - 1` of the SIGKILL workload on `orders (id, customer_id, qty)`, each in its own transaction, an
+    update of every third, and before every tenth a 50-row transaction. `connect()` returns an
+    autocommit DB-API connection (psycopg2 or PyMySQL: both take `%s` parameters)."""
+    conn = connect()
+    try:
+        cur = conn.cursor()
+        for i in range(lo, hi):
+            if stop.is_set():
+                break
+            if i % 10 == 0:
+                cur.execute("BEGIN")
+                for j in range(50):  # a bigger transaction now and then
+                    cur.execute("INSERT INTO orders VALUES (%s, 2, %s)", (100_000 + i * 100 + j, j))
+                cur.execute("COMMIT")
+            cur.execute("INSERT INTO orders VALUES (%s, 1, 1)", (i,))
+            if i % 3 == 0:
+                cur.execute("UPDATE orders SET qty = qty + 1 WHERE id = %s", (i,))
+    finally:
+        conn.close()
+
+
+def orders_changes(n: int) -> set[tuple[str, int]]:
+    """The changes of `orders_workload` over rows 0..n-1 as (op, id)."""
+    expected = {("c", i) for i in range(n)} | {("u", i) for i in range(0, n, 3)}
+    return expected | {("c", 100_000 + i * 100 + j) for i in range(0, n, 10) for j in range(50)}
+
+
+def sigkill_during_workload(
+    cfg: Path,
+    changelog: Path,
+    log: Path,
+    connect: Callable[[], Any],
+    kafka: Any,
+    topic: str,
+    position: Mapping[str, str],
+    *,
+    n: int = 600,
+    rounds: int = 4,
+) -> None:
+    """SIGKILL the connector (configured with kafka and delta sinks, its start position already
+    stored) once per round while `orders_workload` writes that round's part, then let it catch
+    up: Delta must hold every change exactly once, Kafka `topic` every change at least once.
+
+    `position` maps the change log's position columns to the `source` fields they come from
+    (PostgreSQL `{"lsn": "lsn"}`): a change is (op, id, position), so a replayed record counts
+    once in Kafka (its envelope ts_ms differs, so comparing value bytes would hide a lost one)."""
+    stop = threading.Event()
+    kills = 0
+    for r in range(rounds):
+        # One part of the workload per connector life, so each life has changes to deliver (a
+        # connector that commits while it catches up could otherwise finish the whole workload
+        # before a later kill).
+        writer = threading.Thread(
+            target=orders_workload, args=(connect, r * n // rounds, (r + 1) * n // rounds, stop)
+        )
+        start = changelog_count(changelog)
+        proc = popen_cli("run", "--config", str(cfg), log=log)
+        try:
+            writer.start()
+            wait_until(
+                lambda s=start: changelog_count(changelog) > s + 50,
+                timeout=90,
+                what="progress before the kill",
+            )
+            _sigkill(proc)
+            kills += 1
+        except BaseException:
+            stop.set()  # a failed round: the writer stops too
+            raise
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            if writer.ident is not None:
+                writer.join(300)
+    assert kills == rounds
+    run_cli("run", "--config", str(cfg), "--until-caught-up", timeout=300)
+
+    expected = orders_changes(n)
+    rows = delta_rows(changelog, ["op", "key", *position])
+    landed = [(r["op"], orjson.loads(r["key"])["id"], *(r[c] for c in position)) for r in rows]
+    assert len(landed) == len(set(landed)), "a change landed twice in Delta"
+    assert {(op, k) for op, k, *_ in landed} == expected and len(landed) == len(expected)
+    got = kafka.read_all(topic, min_count=len(expected), timeout=60)
+    in_kafka = set()
+    for key, value, _headers in got:
+        if value is None:
+            continue
+        p = orjson.loads(value)["payload"]
+        src = p["source"]
+        in_kafka.add((p["op"], orjson.loads(key)["payload"]["id"], *(src[f] for f in position.values())))
+    assert in_kafka == set(landed), (len(in_kafka), len(landed))
