@@ -87,7 +87,7 @@ def test_tidemark_matches_debezium(
     variant: str, mysql57: MariaDbServer, unique_name: Any, tmp_path: Path
 ) -> None:
     db = mysql57.create_database(unique_name("conf"))
-    workload.execute(mysql57, db, [workload.SCHEMA])
+    workload.execute(mysql57, db, [workload.SCHEMA_SQL])
     source = {**COMMON, **VARIANTS[variant], "database.include.list": db}
     dbz_props = {
         "connector.class": "io.debezium.connector.mysql.MySqlConnector",

@@ -1,7 +1,7 @@
 """The MySQL/MariaDB conformance workload (tests/test_conformance_mysql.py): the tables, then the
 steps of statements run after both Debezium and Tidemark have taken their start position.
 
-A new case: its table in SCHEMA, its statements in a step of STEPS (each step runs in
+A new case: its table in SCHEMA_SQL, its statements in a step of STEPS (each step runs in
 autocommit, one transaction per statement unless the step opens one with BEGIN). All values are
 literals, so two runs give identical data.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-SCHEMA = [
+SCHEMA_SQL = [
     """CREATE TABLE all_types (
         id INT NOT NULL PRIMARY KEY,
         c_tinyint TINYINT, c_utinyint TINYINT UNSIGNED, c_bool BOOLEAN, c_smallint SMALLINT,
