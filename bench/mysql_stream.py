@@ -92,7 +92,7 @@ def setup_database(db: Any) -> None:
 
 
 def position(db: Any) -> dict[str, Any]:
-    from connectors.sources.mysql.stream import current_position
+    from connectors.sources.mysql.connection import current_position
 
     with contextlib.closing(db.connect(database=DB)) as conn, conn.cursor() as cur:
         file, pos, gtid = current_position(cur)

@@ -16,9 +16,10 @@ from cfgutil import source as settings_of
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
+from connectors.sources.mysql.connection import ConnectionSettings, current_position
 from connectors.sources.mysql.ddl import DdlParser
 from connectors.sources.mysql.model import Table, Tables
-from connectors.sources.mysql.stream import BinlogStream, ConnectionSettings, current_position
+from connectors.sources.mysql.stream import BinlogStream
 from connectors.sources.mysql.types import ZERO, BinlogDecimal, TypeOptions, column_def, python_codec
 
 ALL_TYPES = """CREATE TABLE {db}.alltypes (

@@ -94,7 +94,7 @@ def test_unreachable_is_terminal_only_before_the_first_connect(
 
 
 def test_connection_settings_never_show_the_password() -> None:
-    from connectors.sources.mysql.stream import ConnectionSettings
+    from connectors.sources.mysql.connection import ConnectionSettings
 
     s = setup.connection_settings(
         settings_of(

@@ -10,7 +10,7 @@ import pytest
 from pymysqlreplication.gtid import GtidSet as ReplGtidSet
 
 from connectors.api import BinlogPosition, GtidSet, Lsn
-from connectors.sources.mysql.stream import encode_gtid_set
+from connectors.sources.mysql.wire import encode_gtid_set
 
 U1 = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
 U2 = "8f0b8f3c-0b2a-11ee-8c99-0242ac120002"

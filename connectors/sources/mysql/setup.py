@@ -22,7 +22,8 @@ from connectors.api import GtidSet, TerminalError
 from connectors.settings.model import MySqlSettings
 from connectors.settings.values import split_statements
 from connectors.sources.mysql import tls
-from connectors.sources.mysql.stream import ConnectionSettings, connection_error, recovery_hint
+from connectors.sources.mysql.connection import ConnectionSettings
+from connectors.sources.mysql.errors import connection_error, recovery_hint
 
 log = logging.getLogger(__name__)
 

@@ -76,7 +76,9 @@ from connectors.format.topics import TopicNamer
 from connectors.settings.filters import ColumnRules, TableFilters
 from connectors.settings.model import MySqlSettings
 from connectors.sources.mysql import setup
+from connectors.sources.mysql.connection import current_position
 from connectors.sources.mysql.ddl import DdlParser, TableChange, UnparseableDdl, ddl_targets
+from connectors.sources.mysql.errors import recovery_hint
 from connectors.sources.mysql.events import (
     RowChange,
     SchemaChange,
@@ -96,7 +98,7 @@ from connectors.sources.mysql.history import (
     schema_change_value,
 )
 from connectors.sources.mysql.model import Table, Tables
-from connectors.sources.mysql.stream import BinlogStream, current_position, recovery_hint
+from connectors.sources.mysql.stream import BinlogStream
 from connectors.sources.mysql.types import TypeOptions, UnknownColumnType, column_def
 
 log = logging.getLogger(__name__)

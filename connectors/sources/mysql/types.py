@@ -1,7 +1,7 @@
 """MySQL/MariaDB column → Kafka Connect schema + value converter, as Debezium's
 `BinlogValueConverters`/`MySqlValueConverters`/`JdbcValueConverters` do it.
 
-Raw values a converter accepts (what `binlog.py` decodes, and what PyMySQL returns in a
+Raw values a converter accepts (what `rowdecode.py` decodes, and what PyMySQL returns in a
 snapshot session with `time_zone='+00:00'`):
   integers → int, BIT → bytes (big-endian, as stored) or int, FLOAT/DOUBLE → float,
   DECIMAL → decimal.Decimal or (binlog) `BinlogDecimal`, CHAR/TEXT → bytes (column charset) or str, BINARY/BLOB → bytes,
