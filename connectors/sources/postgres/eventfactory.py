@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from connectors.api import TidemarkError
+from connectors.api import Lsn, TidemarkError
 from connectors.format.tableschema import TableSchema, failure_mode, skipped_failed_event, unchanged_update
 from connectors.settings.model import PostgresSettings
 from connectors.sources.postgres import pgoutput as pgo
@@ -38,9 +38,7 @@ class FailureTolerantMixin:
             raise
         except Exception as exc:  # noqa: BLE001 - the mode says what to do with any conversion failure
             del out[n:]
-            skipped_failed_event(
-                self.failure_mode, exc, f"change of {ts.collection} at LSN {lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
-            )
+            skipped_failed_event(self.failure_mode, exc, f"change of {ts.collection} at LSN {Lsn(lsn)}")
 
 
 def factory_class(src: PostgresSettings) -> type[PgEventFactory]:

@@ -18,24 +18,21 @@ from typing import Any
 
 import psycopg2
 
-from connectors.api import Batch, Record, TerminalError, TidemarkError
+from connectors.api import Batch, Lsn, Record, TidemarkError
 from connectors.format import envelope as env
 from connectors.format.topics import TopicNamer
 from connectors.settings.config import ConnectorConfig
 from connectors.settings.filters import ColumnRules, NameFilter, TableFilters, compile_list
 from connectors.settings.model import PostgresSettings
 from connectors.sources.postgres import checks, publications, replication, slots
-from connectors.sources.postgres import pgoutput as pgo
 from connectors.sources.postgres.catalog import list_tables
 from connectors.sources.postgres.connection import PgConnParams, connect, translate_error
+from connectors.sources.postgres.consumer import MessageConsumer
 from connectors.sources.postgres.eventfactory import factory_class
-from connectors.sources.postgres.events import PgEventFactory, Tx
-from connectors.sources.postgres.fastrow import compile_insert
+from connectors.sources.postgres.events import MAX_SUB, PgEventFactory
 from connectors.sources.postgres.tables import TableCache
 
 log = logging.getLogger(__name__)
-
-MAX = (1 << 64) - 1
 
 
 def offset_key(offset: dict[str, Any] | None) -> tuple[int, int, int]:
@@ -43,7 +40,7 @@ def offset_key(offset: dict[str, Any] | None) -> tuple[int, int, int]:
     if not offset:
         return (0, 0, 0)
     if offset.get("complete", True):
-        return (offset["lsn_commit"], MAX, MAX)
+        return (offset["lsn_commit"], MAX_SUB, MAX_SUB)
     return (offset["lsn_commit"], offset["lsn"], offset.get("sub", 0))
 
 
@@ -205,7 +202,7 @@ class PostgresSource:
             except TidemarkError as e:
                 # The offset is stored; a dead connection only means the server hears of it
                 # from the next one (which starts there). The read path reports the failure.
-                log.debug("confirming %s to the server: %s", _fmt(self._flushed), e)
+                log.debug("confirming %s to the server: %s", Lsn(self._flushed), e)
 
     def close(self) -> None:
         if self._stream is not None:
@@ -235,215 +232,69 @@ class PostgresSource:
 
     # ------------------------------------------------------------------ streaming
     def batches(self) -> Iterator[Batch]:
+        """Read messages, hand each to its handler (consumer.py), and cut batches: when a handler
+        says the batch is full, when the stream goes quiet, before a heartbeat, and at the stop
+        (`stop()`, `max_seconds`, or caught up with `until_caught_up`)."""
         assert self._stream is not None and self._tables is not None and self._events is not None
-        stream, tables, ev = self._stream, self._tables, self._events
-        decode, dispatch = pgo.decode, pgo.DISPATCH
-        u32 = pgo.U32.unpack_from
-        fast: dict[Any, Any] = {}  # table version -> fused INSERT decoder (fastrow.py)
-        begin_unpack, commit_unpack, epoch_us = (
-            pgo.BEGIN.unpack_from,
-            pgo.COMMIT.unpack_from,
-            pgo.PG_EPOCH_OFFSET_US,
+        stream, history = self._stream, self.history
+        c = MessageConsumer(
+            self._tables,
+            self._events,
+            max_batch=self.max_batch,
+            skipped=self.skipped,
+            tombstones=self.tombstones,
+            message_filter=self.message_filter,
+            message_topic=self.namer.message_topic(),
+            start_key=self._start_key,
+            flush_lsn=self._flushed,
+            order_commit=self._order_commit,
+            seq_commit=self._seq_commit,
         )
-        Insert, Update, Delete = pgo.Insert, pgo.Update, pgo.Delete
-        pending: list[Record] = []
-        tx: Tx | None = None
-        flush_lsn = self._flushed  # end LSN of the last complete transaction (confirmable)
-        order_commit = self._order_commit  # commit LSN of the last complete transaction (ordering)
-        seq_commit = self._seq_commit  # Debezium's lastCommitLsn for `sequence` (None at start)
-        n_tx = 0
-        n_filtered = 0  # row changes of relations the filters do not capture (metrics)
-        src_ts = 0
+        on = c.handlers()
         next_hb = time.monotonic() + self.heartbeat_s if self.heartbeat_s else None
-        start_key = self._start_key
-        history = self.history
-        skipped, tombstones = self.skipped, self.tombstones
-        message_topic = self.namer.message_topic()
-        more_cut = False
-
-        def offset(rec: Record | None = None) -> dict[str, Any]:
-            if rec is None or tx is None:
-                return {
-                    "lsn_flush": flush_lsn,
-                    "lsn_commit": order_commit,
-                    "lsn": order_commit,
-                    "sub": MAX,
-                    "seq_commit": seq_commit,
-                    "ts_usec": src_ts * 1000,
-                    "complete": True,
-                }
-            c, lsn, sub = rec.pos  # type: ignore[misc]
-            return {
-                "lsn_flush": flush_lsn,
-                "lsn_commit": c,
-                "lsn": lsn,
-                "sub": sub,
-                "txId": tx.xid,
-                "seq_commit": tx.prev_commit,
-                "ts_usec": tx.commit_ts,
-                "complete": False,
-            }
-
-        yielded_flush = flush_lsn  # lsn_flush of the last batch handed to the engine
-
-        def cut(in_tx: bool, more: bool = False) -> Batch:
-            nonlocal pending, n_tx, more_cut, n_filtered, yielded_flush
-            more_cut = more
-            yielded_flush = flush_lsn
-            b = Batch(
-                pending,
-                offset(pending[-1] if (in_tx and pending) else None),
-                extra={"transactions": n_tx, "source_ts_ms": src_ts, "more": more, "filtered": n_filtered},
-            )
-            pending, n_tx, n_filtered = [], 0, 0
-            return b
-
-        def heartbeat() -> Batch:
-            nonlocal yielded_flush
-            yielded_flush = flush_lsn
-            return self._heartbeat(offset())
 
         while True:
             if self._stop or (self.deadline is not None and time.monotonic() > self.deadline):
-                if pending or (tx is None and flush_lsn > yielded_flush):
+                if c.pending or (c.tx is None and c.flush_lsn > c.yielded_flush):
                     # A position-only batch too: the offsets then hold the idle position the
                     # slot already follows, and the next start has no gap to explain.
-                    yield cut(tx is not None)
+                    yield c.cut(c.tx is not None)
                 return
             msgs = stream.read_batch(self.max_batch, self.poll_s)
             for lsn, payload in msgs:
-                kind = payload[0]
-                # BEGIN and COMMIT (two of the three messages of a one-row transaction) are
-                # unpacked right here, without a message object.
-                if kind == 66:  # 'B'
-                    try:
-                        final_lsn, begin_ts, xid = begin_unpack(payload)
-                    except Exception:
-                        decode(payload)  # raises the PgOutputError that explains it
-                        raise
-                    tx = Tx(xid, final_lsn, begin_ts + epoch_us, seq_commit)
-                    continue
-                if kind == 67:  # 'C'
-                    try:
-                        _, commit_lsn, end_lsn, commit_ts = commit_unpack(payload)
-                    except Exception:
-                        decode(payload)
-                        raise
-                    if tx is not None and (tx.commit_lsn, MAX, 0) > start_key:
-                        ev.tx_end(pending, tx, lsn)
-                    if end_lsn > flush_lsn:
-                        flush_lsn = end_lsn
-                    order_commit = commit_lsn
-                    seq_commit = lsn
-                    src_ts = (commit_ts + epoch_us) // 1000
-                    n_tx += 1
-                    tx = None
-                    if len(pending) >= self.max_batch:
-                        yield cut(False, more=True)
-                    continue
-                if kind == 73 and tx is not None:  # 'I': the fused decoder, when the tuple allows it
-                    ts = tables.get(u32(payload, 1)[0])
-                    if ts is not None:
-                        fused = fast.get(ts)
-                        if fused is None:
-                            fused = fast[ts] = compile_insert(ts)
-                        try:
-                            got = fused(payload, 6) if payload[5] == 78 else None  # 'N' new tuple
-                        except Exception:  # the general path raises or handles it (failure mode)
-                            got = None
-                        if got is not None:
-                            pos = (tx.commit_lsn, lsn, 0)
-                            if pos <= start_key:
-                                ev.insert([], tx, ts, got[0], got[1], lsn, pos, skipped)
-                                continue
-                            ev.insert(pending, tx, ts, got[0], got[1], lsn, pos, skipped)
-                            if len(pending) >= self.max_batch:
-                                yield cut(True, more=True)
-                            continue
-                try:
-                    m = dispatch[kind](payload)
-                except Exception:
-                    m = decode(payload)  # raises the PgOutputError that explains it
-                t = type(m)
-                if t is Insert or t is Update or t is Delete:
-                    ts = tables.get(m.relation_oid)
-                    if ts is None or tx is None:
-                        n_filtered += ts is None
-                        continue
-                    pos = (tx.commit_lsn, lsn, 0)
-                    if pos <= start_key:
-                        # Replay of a transaction cut mid-way before a restart: rebuild its
-                        # counters (total_order, BEGIN already sent) and drop the records.
-                        ev.change([], tx, ts, m, lsn, pos, skipped, tombstones)
-                        continue
-                    try:
-                        ev.change(pending, tx, ts, m, lsn, pos, skipped, tombstones)
-                    except TidemarkError:
-                        raise
-                    except Exception as e:  # a value the converters cannot handle (mode fail)
-                        # The exception type only: its text may quote the value.
-                        raise TerminalError(
-                            f"cannot convert a change of {ts.collection} at LSN {_fmt(lsn)} ({type(e).__name__})",
-                            "set event.processing.failure.handling.mode=warn to skip such changes "
-                            "(logged with table and position)",
-                        ) from None
-                    if len(pending) >= self.max_batch:
-                        yield cut(True, more=True)
-                elif t is pgo.Relation:
-                    tables.relation(m)
-                elif t is pgo.Truncate:
-                    if tx is None or "t" in skipped:
-                        continue
-                    for i, oid in enumerate(m.relation_oids):
-                        ts = tables.get(oid)
-                        pos = (tx.commit_lsn, lsn, i)
-                        if ts is not None and pos > start_key:
-                            ev.truncate(pending, tx, ts, lsn, pos)
-                elif t is pgo.LogicalMessage:
-                    if m.transactional and tx is not None:
-                        pos = (tx.commit_lsn, lsn, 0)
-                        if self.message_filter(m.prefix) and pos > start_key:
-                            ev.message(pending, message_topic, tx, m, lsn, pos, seq_commit)
-                    else:
-                        pos = (lsn, lsn, 0)
-                        seq_commit = lsn
-                        if self.message_filter(m.prefix) and pos > start_key:
-                            ev.message(pending, message_topic, None, m, lsn, pos, seq_commit)
-                        order_commit = max(order_commit, lsn)
-                        flush_lsn = max(flush_lsn, lsn)
-                # Origin and Type messages need no event.
+                if on[payload[0]](lsn, payload):  # the batch is full: cut (mid-transaction or not)
+                    yield c.cut(c.tx is not None, more=True)
             # Let go of the raw payloads before yielding: a batch can wait in the sinks for a
             # while, and a 50 MB value must not be held a second time as its pgoutput bytes.
             n_msgs = len(msgs)
-            msgs = payload = m = None
+            msgs = payload = None
             now = time.monotonic()
-            if tx is None and n_msgs < self.max_batch:
+            if c.tx is None and n_msgs < self.max_batch:
                 # Nothing in flight: the server's keepalive position can be confirmed too, so a
                 # quiet or fully filtered database does not pin WAL (Debezium does the same).
                 wal_end = stream.wal_end
-                if wal_end > flush_lsn:
-                    flush_lsn = wal_end
-                if flush_lsn > history.seen_lsn:
-                    history.seen_lsn = flush_lsn
-                if pending or more_cut:
+                if wal_end > c.flush_lsn:
+                    c.flush_lsn = wal_end
+                if c.flush_lsn > history.seen_lsn:
+                    history.seen_lsn = c.flush_lsn
+                if c.pending or c.more_cut:
                     # Also after a size cut with nothing left: tells the engine to commit now.
-                    more_cut = False
-                    yield cut(False)
+                    yield c.cut(False)
                 if next_hb is not None and now >= next_hb:
                     next_hb = now + self.heartbeat_s
-                    yield heartbeat()
+                    yield self._heartbeat(c.position_offset())
                 if self._target is not None:
-                    if flush_lsn >= self._target:
-                        if flush_lsn > yielded_flush:
-                            yield cut(False)  # the idle position (see the stop above)
+                    if c.flush_lsn >= self._target:
+                        if c.flush_lsn > c.yielded_flush:
+                            yield c.cut(False)  # the idle position (see the stop above)
                         return  # caught up: no need to wait out another poll interval first
                     if not n_msgs:
                         stream.request_status()
-            elif next_hb is not None and now >= next_hb and tx is None:
+            elif next_hb is not None and now >= next_hb and c.tx is None:
                 next_hb = now + self.heartbeat_s
-                if pending:
-                    yield cut(False)
-                yield heartbeat()
+                if c.pending:
+                    yield c.cut(False)
+                yield self._heartbeat(c.position_offset())
 
     def _heartbeat(self, off: dict[str, Any]) -> Batch:
         if self.heartbeat_query:
@@ -461,10 +312,6 @@ class PostgresSource:
             env.HEARTBEAT_VALUE,
         )
         return Batch([rec], off, extra={"heartbeat": True})
-
-
-def _fmt(lsn: int) -> str:
-    return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
 
 
 __all__ = ["ConnectHistory", "PostgresSource", "history_for", "offset_key"]
