@@ -532,6 +532,39 @@ def test_kafka_missing_topic_without_creation_is_terminal(bootstrap: str, client
 
 
 @pytest.mark.kafka
+@pytest.mark.parametrize("client", ["confluent", "kafka-python"])
+def test_kafka_topic_created_by_another_client_first_is_tolerated(
+    kafka: Any, bootstrap: str, client: str
+) -> None:
+    """Another client creates the topic between the sink's listing and its create request: the
+    broker's TOPIC_ALREADY_EXISTS is no error (the shared TopicCreator, with either client's
+    admin), and the batch is delivered."""
+    from connectors.sinks.kafka import KafkaSink, TopicCreator
+
+    topic = kafka.create_topic(f"raced_{uuid.uuid4().hex[:8]}")
+    sink = KafkaSink({"bootstrap.servers": bootstrap}, client=client)  # type: ignore[arg-type]
+    creator = sink._producer._topics  # type: ignore[attr-defined]
+    assert isinstance(creator, TopicCreator)
+    real = creator._open()
+
+    class StaleListing:  # the real admin, listing the topics as they were before the other client
+        errors = real.errors
+
+        def list_topics(self) -> set[str]:
+            return set()
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+    creator._admin = StaleListing()  # type: ignore[assignment]
+    try:
+        sink.write(sample_batches(topic)[0])
+    finally:
+        sink.close()
+    assert len(kafka.read_all(topic, min_count=3)) == 3
+
+
+@pytest.mark.kafka
 @pytest.mark.parametrize(
     ("client", "limit"), [("confluent", "message.max.bytes"), ("kafka-python", "max.request.size")]
 )

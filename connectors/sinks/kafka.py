@@ -8,10 +8,11 @@ and kafka-python (pure Python). Producer settings use the Kafka/librdkafka dotte
 from __future__ import annotations
 
 import difflib
+import functools
 import logging
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, Protocol
 
 from connectors.api import Batch, ConfigError, TerminalError, TransientError
@@ -166,7 +167,122 @@ def _typed(name: str, value: Any, default: Any, key: str) -> Any:
     return value
 
 
+# --------------------------------------------------------------------------- topic creation
+TopicErrorKind = Literal["exists", "refused", "failed"]
+
+
+class TopicAdmin(Protocol):
+    """The client-specific calls of topic creation; `TopicCreator` holds the logic."""
+
+    errors: tuple[type[BaseException], ...]  # what the client raises when an admin call fails
+
+    def list_topics(self) -> set[str]: ...
+
+    def create_topics(
+        self, names: list[str], partitions: int, replication_factor: int
+    ) -> Iterable[tuple[str, Callable[[], object]]]:
+        """Start creating `names`: one (name, wait) each, `wait()` returning once that topic is
+        created or raising one of `errors`."""
+        ...
+
+    def kind(self, error: BaseException) -> TopicErrorKind:
+        """exists: someone created it first; refused: retrying cannot help (ACLs, policy)."""
+        ...
+
+    def describe(self, error: BaseException) -> str: ...
+
+    def close(self) -> None: ...
+
+
+class TopicCreator:
+    """Which topics are missing, creating them (or refusing, when creation is off) with the
+    configured partitions and replication factor (-1: the broker's default), a topic someone
+    else created first tolerated, failures as TerminalError / TransientError. The admin client
+    is opened at the first call."""
+
+    def __init__(
+        self, open_admin: Callable[[], TopicAdmin], *, create: bool, partitions: int, replication_factor: int
+    ) -> None:
+        self._open = open_admin
+        self._admin: TopicAdmin | None = None
+        self._create = create
+        self._partitions = partitions
+        self._rf = replication_factor
+
+    def ensure(self, topics: set[str]) -> None:
+        if self._admin is None:
+            self._admin = self._open()
+        admin = self._admin
+        try:
+            existing = admin.list_topics()
+        except admin.errors as e:
+            raise TransientError(f"Kafka: cannot list topics: {admin.describe(e)}") from None
+        missing = sorted(topics - existing)
+        if not missing:
+            return
+        if not self._create:
+            raise TerminalError(
+                f"Kafka topic(s) {', '.join(missing)} do not exist",
+                "create them, or set debezium.sink.kafka.topic.creation.enable=true",
+            )
+        for name, wait in admin.create_topics(missing, self._partitions, self._rf):
+            try:
+                wait()
+            except admin.errors as e:
+                kind = admin.kind(e)
+                if kind == "exists":
+                    continue
+                msg = f"Kafka: cannot create topic {name}: {admin.describe(e)}"
+                if kind == "refused":
+                    raise TerminalError(msg, "create it yourself or grant CREATE on the cluster") from None
+                raise TransientError(msg) from None
+            log.info("created Kafka topic %s", name)
+
+    def close(self) -> None:
+        admin, self._admin = self._admin, None
+        if admin is not None:
+            admin.close()
+
+
 # --------------------------------------------------------------------------- confluent-kafka
+class ConfluentTopicAdmin:
+    """Topic creation through confluent-kafka's AdminClient (one request for all topics)."""
+
+    def __init__(self, conf: Mapping[str, Any], refused: set[int]) -> None:
+        from confluent_kafka import KafkaError, KafkaException
+        from confluent_kafka.admin import AdminClient
+
+        self._admin = AdminClient(dict(conf))
+        self.errors: tuple[type[BaseException], ...] = (KafkaException,)
+        self._exists = KafkaError.TOPIC_ALREADY_EXISTS
+        self._refused = refused | {KafkaError.POLICY_VIOLATION}
+
+    def list_topics(self) -> set[str]:
+        return set(self._admin.list_topics(timeout=30).topics)
+
+    def create_topics(
+        self, names: list[str], partitions: int, replication_factor: int
+    ) -> Iterable[tuple[str, Callable[[], object]]]:
+        from confluent_kafka.admin import NewTopic
+
+        futures = self._admin.create_topics(
+            [NewTopic(t, partitions, replication_factor) for t in names], request_timeout=30
+        )
+        return [(name, fut.result) for name, fut in futures.items()]
+
+    def kind(self, error: BaseException) -> TopicErrorKind:
+        code = error.args[0].code()  # KafkaException carries a KafkaError
+        if code == self._exists:
+            return "exists"
+        return "refused" if code in self._refused else "failed"
+
+    def describe(self, error: BaseException) -> str:
+        return str(error.args[0].str())
+
+    def close(self) -> None:
+        pass  # AdminClient has no close: dropped with this object
+
+
 class ConfluentProducer:
     """confluent-kafka (librdkafka). Delivery reports only for failures: successes cost nothing."""
 
@@ -199,13 +315,15 @@ class ConfluentProducer:
         self._KafkaException = KafkaException
         self._conf = confluent_config(settings)
         self._create = create_topics
-        self._partitions = partitions
-        self._rf = replication_factor
-        self._KafkaError = KafkaError
         self._terminal = {getattr(KafkaError, c) for c in self._TERMINAL_CODES if hasattr(KafkaError, c)}
         self._unknown_topic = {KafkaError.UNKNOWN_TOPIC_OR_PART, getattr(KafkaError, "_UNKNOWN_TOPIC", -188)}
         self._errors: list[Any] = []
-        self._admin: Any = None
+        self._topics = TopicCreator(
+            lambda: ConfluentTopicAdmin(self._conf, self._terminal),
+            create=create_topics,
+            partitions=partitions,
+            replication_factor=replication_factor,
+        )
         conf = dict(
             self._conf,
             **{
@@ -271,48 +389,51 @@ class ConfluentProducer:
         raise TransientError(msg, "the batch will be retried")
 
     def ensure_topics(self, topics: set[str]) -> None:
-        from confluent_kafka import KafkaException
-        from confluent_kafka.admin import AdminClient, NewTopic
-
-        if self._admin is None:
-            self._admin = AdminClient(dict(self._conf))
-        try:
-            existing = set(self._admin.list_topics(timeout=30).topics)
-        except KafkaException as e:
-            raise TransientError(f"Kafka: cannot list topics: {e.args[0].str()}") from None
-        missing = sorted(topics - existing)
-        if not missing:
-            return
-        if not self._create:
-            raise TerminalError(
-                f"Kafka topic(s) {', '.join(missing)} do not exist",
-                "create them, or set debezium.sink.kafka.topic.creation.enable=true",
-            )
-        futures = self._admin.create_topics(
-            [NewTopic(t, self._partitions, self._rf) for t in missing], request_timeout=30
-        )
-        for name, fut in futures.items():
-            try:
-                fut.result()
-                log.info("created Kafka topic %s", name)
-            except KafkaException as e:
-                kerr = e.args[0]
-                if kerr.code() == self._KafkaError.TOPIC_ALREADY_EXISTS:
-                    continue
-                if kerr.code() in self._terminal or kerr.code() == self._KafkaError.POLICY_VIOLATION:
-                    raise TerminalError(
-                        f"Kafka: cannot create topic {name}: {kerr.str()}",
-                        "create it yourself or grant CREATE on the cluster",
-                    ) from None
-                raise TransientError(f"Kafka: cannot create topic {name}: {kerr.str()}") from None
+        self._topics.ensure(topics)
 
     def close(self) -> None:
         # Undelivered records are the engine's to retry (its offsets did not advance).
         self._p.flush(5)
-        self._admin = None
+        self._topics.close()
 
 
 # --------------------------------------------------------------------------- kafka-python
+class KafkaPythonTopicAdmin:
+    """Topic creation through kafka-python's KafkaAdminClient (one request per topic)."""
+
+    def __init__(self, kwargs: Mapping[str, Any], refused: tuple[type[BaseException], ...]) -> None:
+        import kafka.errors as kerrors
+        from kafka.admin import KafkaAdminClient
+
+        allowed = KafkaAdminClient.DEFAULT_CONFIG
+        self._admin = KafkaAdminClient(**{k: v for k, v in kwargs.items() if k in allowed})
+        self.errors: tuple[type[BaseException], ...] = (kerrors.KafkaError,)
+        self._exists = kerrors.TopicAlreadyExistsError
+        self._refused = refused
+
+    def list_topics(self) -> set[str]:
+        return set(self._admin.list_topics())
+
+    def create_topics(
+        self, names: list[str], partitions: int, replication_factor: int
+    ) -> Iterable[tuple[str, Callable[[], object]]]:
+        from kafka.admin import NewTopic
+
+        create = self._admin.create_topics
+        return [(n, functools.partial(create, [NewTopic(n, partitions, replication_factor)])) for n in names]
+
+    def kind(self, error: BaseException) -> TopicErrorKind:
+        if isinstance(error, self._exists):
+            return "exists"
+        return "refused" if isinstance(error, self._refused) else "failed"
+
+    def describe(self, error: BaseException) -> str:
+        return repr(error)
+
+    def close(self) -> None:
+        self._admin.close()
+
+
 class KafkaPythonProducer:
     """kafka-python. Slower (pure Python) but no native library; failures checked per future."""
 
@@ -340,13 +461,16 @@ class KafkaPythonProducer:
 
         self._kwargs = kafka_python_config(settings)
         self._create = create_topics
-        self._partitions = partitions
-        self._rf = replication_factor
         self._kerrors = kerrors
         self._terminal = tuple(getattr(kerrors, n) for n in self._TERMINAL if hasattr(kerrors, n))
         self._futures: list[Any] = []
         self._send_errors: list[tuple[BaseException, str]] = []
-        self._admin: Any = None
+        self._topics = TopicCreator(
+            lambda: KafkaPythonTopicAdmin(self._kwargs, self._terminal),
+            create=create_topics,
+            partitions=partitions,
+            replication_factor=replication_factor,
+        )
         try:
             self._p = KafkaProducer(**self._kwargs)
         except kerrors.NoBrokersAvailable as e:
@@ -385,43 +509,13 @@ class KafkaPythonProducer:
             raise TransientError(msg, "the batch will be retried")
 
     def ensure_topics(self, topics: set[str]) -> None:
-        from kafka.admin import KafkaAdminClient, NewTopic
-
-        if self._admin is None:
-            allowed = KafkaAdminClient.DEFAULT_CONFIG
-            self._admin = KafkaAdminClient(**{k: v for k, v in self._kwargs.items() if k in allowed})
-        try:
-            existing = set(self._admin.list_topics())
-        except self._kerrors.KafkaError as e:
-            raise TransientError(f"Kafka: cannot list topics: {e!r}") from None
-        missing = sorted(topics - existing)
-        if not missing:
-            return
-        if not self._create:
-            raise TerminalError(
-                f"Kafka topic(s) {', '.join(missing)} do not exist",
-                "create them, or set debezium.sink.kafka.topic.creation.enable=true",
-            )
-        for name in missing:
-            try:
-                self._admin.create_topics([NewTopic(name, self._partitions, self._rf)])
-                log.info("created Kafka topic %s", name)
-            except self._kerrors.TopicAlreadyExistsError:
-                pass
-            except self._terminal as e:
-                raise TerminalError(
-                    f"Kafka: cannot create topic {name}: {e!r}",
-                    "create it yourself or grant CREATE on the cluster",
-                ) from None
-            except self._kerrors.KafkaError as e:
-                raise TransientError(f"Kafka: cannot create topic {name}: {e!r}") from None
+        self._topics.ensure(topics)
 
     def close(self) -> None:
         try:
             self._p.close(timeout=5)
         finally:
-            if self._admin is not None:
-                self._admin.close()
+            self._topics.close()
 
 
 def make_producer(client: Client, settings: Mapping[str, Any], **kw: Any) -> Producer:
