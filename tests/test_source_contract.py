@@ -348,16 +348,20 @@ def test_stop_ends_batches_and_close_is_safe(connector: Connector) -> None:
     batches: list[Batch] = []
     failure: list[BaseException] = []
 
-    def read() -> None:
+    def run() -> None:  # the engine's thread: open, read, close
         try:
-            batches.extend(src.batches())
-        except BaseException as e:
+            src.open(start)
+            try:
+                for b in src.batches():
+                    batches.append(b)
+            finally:
+                src.close()
+        except BaseException as e:  # re-raised on the test's thread
             failure.append(e)
 
-    src.open(start)
-    reader = threading.Thread(target=read, daemon=True)
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
     try:
-        reader.start()
         singles = WORKLOAD[:5]
         for statements, _ in singles:
             connector.execute(statements)
@@ -366,16 +370,15 @@ def test_stop_ends_batches_and_close_is_safe(connector: Connector) -> None:
             timeout=60,
             what="the first changes streamed",
         )
-        src.stop()
-        reader.join(30)
-        assert not reader.is_alive(), "batches() did not end after stop()"
+        src.stop()  # as the engine on SIGTERM: from another thread
+        worker.join(30)
+        assert not worker.is_alive(), "batches() did not end after stop()"
         assert not failure, failure
     finally:
-        if reader.is_alive():
+        if worker.is_alive():
             src.stop()
-            reader.join(30)
-        src.close()
-    src.close()  # twice: safe
+            worker.join(30)
+    src.close()  # closed once on the reading thread already: a second close is safe
 
     # What was read up to the stop, then what a new source reads from its last offset: each
     # change once.
