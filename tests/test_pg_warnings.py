@@ -10,28 +10,11 @@ from typing import Any
 
 import psycopg2
 import pytest
+from pgcdc import source_config
 
 from connectors.api import Record
-from connectors.settings.config import ConnectorConfig, from_mapping
+from connectors.settings.config import ConnectorConfig
 from connectors.sources.postgres.source import ConnectHistory, PostgresSource
-
-
-def _config(server: Any, tmp_path: Path, dbname: str, slot: str, **source: Any) -> ConnectorConfig:
-    props = {f"debezium.source.{k}": v for k, v in server.props(**{"database.dbname": dbname}).items()}
-    props.update({f"debezium.source.{k}": str(v) for k, v in source.items()})
-    props.update(
-        {
-            "debezium.source.connector.class": "postgres",
-            "debezium.source.topic.prefix": "tm",
-            "debezium.source.slot.name": slot,
-            "debezium.source.publication.name": slot,
-            "debezium.source.poll.interval.ms": "100",
-            "debezium.sink.type": "jsonl",
-            "debezium.sink.jsonl.path": str(tmp_path / "out.jsonl"),
-            "tidemark.warehouse": str(tmp_path),
-        }
-    )
-    return from_mapping(props)
 
 
 def _run(cfg: ConnectorConfig, history: ConnectHistory) -> list[Record]:
@@ -61,7 +44,7 @@ def test_unmapped_column_types_warn_once_per_column(
     cur.execute(
         "CREATE TABLE odd (id int PRIMARY KEY, c_pair pair, c_pairs pair[], c_mr int4multirange, v text)"
     )
-    cfg = _config(pg, tmp_path, pg_database, unique_name("slot"))
+    cfg = source_config(pg, tmp_path, slot=unique_name("slot"), dbname=pg_database)
     history = ConnectHistory()
     with caplog.at_level(logging.WARNING, logger="connectors.sources.postgres"):
         _run(cfg, history)  # creates slot and publication
@@ -94,11 +77,11 @@ def test_include_lists_matching_nothing_warn_with_the_tables(
     cur.execute("CREATE TABLE public.customers (id int PRIMARY KEY)")
     conn.close()
     # Typical slips: the table without its schema, a schema name with a typo.
-    cfg = _config(
+    cfg = source_config(
         pg,
         tmp_path,
-        pg_database,
-        unique_name("slot"),
+        slot=unique_name("slot"),
+        dbname=pg_database,
         **{"table.include.list": "orders", "schema.include.list": "shopp"},
     )
     history = ConnectHistory()
@@ -124,7 +107,9 @@ def test_all_tables_publication_over_keyless_tables_warns(
     cur.execute("CREATE TABLE bare (v int)")
     cur.execute("INSERT INTO bare VALUES (1)")
     slot = unique_name("slot")
-    cfg = _config(pg, tmp_path, pg_database, slot, **{"publication.autocreate.mode": "all_tables"})
+    cfg = source_config(
+        pg, tmp_path, slot=slot, dbname=pg_database, **{"publication.autocreate.mode": "all_tables"}
+    )
     history = ConnectHistory()
     with caplog.at_level(logging.WARNING, logger="connectors.sources.postgres"):
         _run(cfg, history)
