@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import contextlib
+import socket
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import psycopg2
 import psycopg2.extras
 import pymysql
 import pytest
-from harness import KafkaBroker, MariaDbServer, PgServer, contrib_available
+from harness import (
+    KafkaBroker,
+    MariaDbServer,
+    PgServer,
+    contrib_available,
+    start_kafka,
+    start_mariadb,
+    start_pg,
+)
 
 # --- PostgreSQL -----------------------------------------------------------------------------
 
@@ -199,6 +210,39 @@ def test_spark_tiny_job(spark, request: pytest.FixtureRequest) -> None:
     assert spark.sparkContext.master == "local[2]"
     df = spark.createDataFrame([(1, "a"), (2, "b"), (3, "a")], ["id", "k"])
     assert sorted(tuple(r) for r in df.groupBy("k").count().collect()) == [("a", 2), ("b", 1)]
+
+
+# --- lifecycle shared by the servers (connectors.app.embedded.server) -----------------------
+
+
+@pytest.mark.parametrize(
+    "start",
+    [
+        pytest.param(start_pg, marks=pytest.mark.postgres, id="postgres"),
+        pytest.param(start_mariadb, marks=pytest.mark.mariadb, id="mariadb"),
+        pytest.param(start_kafka, marks=pytest.mark.kafka, id="kafka"),
+    ],
+)
+def test_port_taken_before_first_start_is_replaced(
+    start: Callable[[Path], Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Another process binds the server's free port before the server does (the window after
+    `free_port`): the first start moves to another port instead of failing."""
+    from connectors.app.embedded import server as server_module
+    from connectors.app.embedded import util
+
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", 0))  # bound, not listening: the server's bind fails
+        taken = blocker.getsockname()[1]
+        handed = iter([taken])
+        monkeypatch.setattr(server_module, "free_port", lambda: next(handed, None) or util.free_port())
+        server = start(tmp_path)
+        try:
+            assert server.port != taken
+            assert server.is_running()
+        finally:
+            server.destroy()
+        assert not tmp_path.exists() or not any(tmp_path.glob("tidemark-*"))
 
 
 # --- helpers --------------------------------------------------------------------------------

@@ -8,22 +8,10 @@ plus the storage options from `storage_options()`).
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
-from connectors.app.embedded.util import (
-    HarnessError,
-    free_port,
-    kill_tree,
-    make_server_dir,
-    popen_logged,
-    port_open,
-    register,
-    remove_dir,
-    tail,
-    unregister,
-    wait_until,
-)
+from connectors.app.embedded.server import EmbeddedServer, launch
+from connectors.app.embedded.util import HarnessError, make_server_dir, port_open
 
 BIN = Path(__file__).resolve().parent / "azurite" / "node_modules" / ".bin" / "azurite-blob"
 ACCOUNT = "devstoreaccount1"
@@ -31,12 +19,13 @@ ACCOUNT = "devstoreaccount1"
 KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 
 
-class Azurite:
+class Azurite(EmbeddedServer):
+    label = process_name = "Azurite"
+    pid_file = "azurite.pid"
+
     def __init__(self, base: Path) -> None:
+        super().__init__(base, base / "azurite.log")
         self.base = base
-        self.port = free_port()
-        self.logfile = base / "azurite.log"
-        self._proc: subprocess.Popen | None = None
 
     @property
     def endpoint(self) -> str:
@@ -52,10 +41,12 @@ class Azurite:
             "max_retries": "2",
         }
 
-    def start(self) -> None:
+    def init(self) -> None:
         if not BIN.exists():
             raise HarnessError(f"{BIN} is missing: run .ci/setup (it installs Azurite with npm)")
-        cmd = [
+
+    def _command(self) -> list[str]:
+        return [
             str(BIN),
             "--silent",
             "--location",
@@ -67,19 +58,9 @@ class Azurite:
             "--skipApiVersionCheck",
             "--loose",
         ]
-        self._proc = popen_logged(cmd, self.logfile, cwd=self.base)
-        (self.base / "azurite.pid").write_text(str(self._proc.pid))
-        wait_until(
-            lambda: self._alive() and port_open(self.port),
-            60,
-            f"Azurite on port {self.port}",
-            on_timeout=lambda: tail(self.logfile),
-        )
 
-    def _alive(self) -> bool:
-        if self._proc is not None and self._proc.poll() is not None:
-            raise HarnessError(f"Azurite exited with code {self._proc.returncode}:\n{tail(self.logfile)}")
-        return True
+    def _probe(self) -> bool:
+        return port_open(self.port)
 
     def create_container(self, name: str) -> str:
         from pyarrow import fs
@@ -93,20 +74,6 @@ class Azurite:
         store.create_dir(name)
         return name
 
-    def destroy(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            kill_tree(self._proc.pid)
-        self._proc = None
-        unregister(self)
-        remove_dir(self.base)
-
 
 def start_azurite(tmp_path: Path | None = None) -> Azurite:
-    server = Azurite(make_server_dir("azurite", tmp_path))
-    register(server)
-    try:
-        server.start()
-    except BaseException:
-        server.destroy()
-        raise
-    return server
+    return launch(Azurite(make_server_dir("azurite", tmp_path)))

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
-import subprocess
 import time
 from pathlib import Path
 
@@ -18,21 +17,8 @@ from kafka.admin import NewTopic
 from kafka.consumer.fetcher import ConsumerRecord
 from kafka.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
 
-from .util import (
-    HarnessError,
-    free_port,
-    kill_tree,
-    make_server_dir,
-    popen_logged,
-    port_open,
-    register,
-    remove_dir,
-    tail,
-    unregister,
-    wait_until,
-)
-
-START_TIMEOUT = 30.0
+from .server import EmbeddedServer, launch
+from .util import HarnessError, make_server_dir, port_open, wait_until
 
 Headers = list[tuple[str, bytes]]
 Message = tuple[bytes | None, bytes | None, Headers]
@@ -54,24 +40,24 @@ def find_tansu() -> Path:
     return path
 
 
-class KafkaBroker:
+class KafkaBroker(EmbeddedServer):
     """A running tansu broker. Use :func:`start_kafka` to create one.
 
     Memory storage: a restart (``stop()`` then ``start()``) loses all topics and records.
     """
 
+    label = "tansu"
+    process_name = "tansu"
+    start_timeout = 30.0
+    stop_timeout = 10.0
+    pid_file = "tansu.pid"
     host = "127.0.0.1"
 
     def __init__(self, base_dir: Path) -> None:
-        self.base_dir = base_dir
-        self.logfile = base_dir / "tansu.log"
-        self.port = free_port()
+        super().__init__(base_dir, base_dir / "tansu.log")
         self.binary = find_tansu()
-        self._proc: subprocess.Popen | None = None
         self._admin: KafkaAdminClient | None = None
         self._producer: KafkaProducer | None = None
-        self.startup_seconds: float = 0.0  # last start() only
-        self.setup_seconds: float = 0.0  # init + first start + bootstrap
 
     @property
     def bootstrap(self) -> str:
@@ -79,48 +65,31 @@ class KafkaBroker:
 
     # --- process control -------------------------------------------------------------------
 
-    def start(self) -> None:
-        t0 = time.monotonic()
+    def _command(self) -> list[str]:
         url = f"tcp://{self.host}:{self.port}"
-        cmd = [
+        return [
             str(self.binary), "broker",
             "--listener-url", url,
             "--advertised-listener-url", url,  # clients reconnect to what metadata advertises
             "--storage-engine", "memory://tansu/",
             "--cluster-id", "tidemark-test",
         ]  # fmt: skip
+
+    def _env(self) -> dict[str, str]:
         # tansu also reads these from the environment; keep a developer's settings out.
-        env = {
+        return {
             k: v
             for k, v in os.environ.items()
             if k not in {"LISTENER_URL", "ADVERTISED_LISTENER_URL", "STORAGE_ENGINE"}
         }
-        self._proc = popen_logged(cmd, self.logfile, env=env, cwd=self.base_dir)
-        (self.base_dir / "tansu.pid").write_text(str(self._proc.pid))
-        try:
-            wait_until(
-                self._ready,
-                START_TIMEOUT,
-                f"tansu on port {self.port}",
-                on_timeout=lambda: tail(self.logfile),
-            )
-        except HarnessError:
-            self.kill()
-            raise
-        self.startup_seconds = time.monotonic() - t0
 
-    def _ready(self) -> bool:
-        if self._proc is not None and self._proc.poll() is not None:
-            raise HarnessError(f"tansu exited with code {self._proc.returncode}:\n{tail(self.logfile)}")
+    def _probe(self) -> bool:
         if not port_open(self.port):
             return False
         self.admin().list_topics()  # a full metadata round trip, not just an open socket
         return True
 
-    def is_running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
-    def _close_clients(self) -> None:
+    def _before_stop(self) -> None:
         if self._producer is not None:
             with contextlib.suppress(Exception):
                 self._producer.close(timeout=1)
@@ -128,44 +97,6 @@ class KafkaBroker:
             with contextlib.suppress(Exception):
                 self._admin.close()
         self._producer = self._admin = None
-
-    def stop(self) -> None:
-        self._close_clients()
-        proc = self._proc
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.kill()
-
-    def kill(self) -> None:
-        """SIGKILL the broker (all records are lost: memory storage)."""
-        self._close_clients()
-        proc = self._proc
-        if proc is None:
-            return
-        if proc.poll() is None:
-            kill_tree(proc.pid)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(10)
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
-
-    def destroy(self) -> None:
-        unregister(self)
-        with contextlib.suppress(Exception):
-            self.kill()
-        remove_dir(self.base_dir)
-
-    def __enter__(self) -> KafkaBroker:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.destroy()
 
     # --- clients ---------------------------------------------------------------------------
 
@@ -272,14 +203,4 @@ class KafkaBroker:
 
 def start_kafka(tmp_path: Path | None = None) -> KafkaBroker:
     """Start a private tansu broker; the caller must ``destroy()`` it (also done at exit)."""
-    base = make_server_dir("kafka", tmp_path)
-    broker = KafkaBroker(base)
-    register(broker)
-    t0 = time.monotonic()
-    try:
-        broker.start()
-    except BaseException:
-        broker.destroy()
-        raise
-    broker.setup_seconds = time.monotonic() - t0
-    return broker
+    return launch(KafkaBroker(make_server_dir("kafka", tmp_path)))

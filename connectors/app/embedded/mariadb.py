@@ -10,27 +10,14 @@ import contextlib
 import os
 import shutil
 import signal
-import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import pymysql
 import pymysql.connections
 
-from .util import (
-    HarnessError,
-    free_port,
-    kill_tree,
-    make_server_dir,
-    popen_logged,
-    register,
-    remove_dir,
-    run,
-    tail,
-    unregister,
-    wait_until,
-)
+from .server import EmbeddedServer, launch
+from .util import HarnessError, make_server_dir, run
 
 # CDC settings the suite relies on; start_mariadb(**settings) overrides any of them.
 # A value of False/None turns an option off with --skip-<name>; True passes the bare flag.
@@ -54,8 +41,6 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "max_connections": 200,
 }
 
-START_TIMEOUT = 60.0
-
 
 def _find(name: str, *fallbacks: str) -> str:
     for cand in (name, *fallbacks):
@@ -78,8 +63,11 @@ def _option(key: str, value: Any) -> str | None:
     return f"--{name}={value}"
 
 
-class MariaDbServer:
+class MariaDbServer(EmbeddedServer):
     """A running private MariaDB server. Use :func:`start_mariadb` to create one."""
+
+    label = "MariaDB"
+    process_name = "mariadbd"
 
     host = "127.0.0.1"
     user = "tidemark"
@@ -87,18 +75,12 @@ class MariaDbServer:
     dbname = "tidemark"
 
     def __init__(self, base_dir: Path, settings: dict[str, Any]) -> None:
-        self.base_dir = base_dir
+        super().__init__(base_dir, base_dir / "error.log", output=base_dir / "mariadbd.out")
         self.datadir = base_dir / "data"
         self.socket = base_dir / "mysqld.sock"
         self.pidfile = base_dir / "mysqld.pid"
-        self.logfile = base_dir / "error.log"
         self.settings = {**DEFAULT_SETTINGS, **settings}
-        self.port = free_port()
         self.mariadbd = _find("mariadbd", "mysqld")
-        self._proc: subprocess.Popen | None = None
-        self._bootstrapped = False
-        self.startup_seconds: float = 0.0  # last start() only
-        self.setup_seconds: float = 0.0  # init + first start + bootstrap
 
     # --- process control -------------------------------------------------------------------
 
@@ -130,42 +112,17 @@ class MariaDbServer:
         cmd += [o for k, v in self.settings.items() if (o := _option(k, v))]
         return cmd
 
-    def start(self) -> None:
-        """Start (or start again after stop/kill) on the same port and data dir."""
-        t0 = time.monotonic()
-        for attempt in range(3):
-            log_size = self.logfile.stat().st_size if self.logfile.exists() else 0
-            env = {**os.environ, "TZ": "UTC"}
-            self._proc = popen_logged(
-                self._command(), self.base_dir / "mariadbd.out", env=env, cwd=self.base_dir
-            )
-            try:
-                wait_until(
-                    self._ready,
-                    START_TIMEOUT,
-                    f"MariaDB on port {self.port}",
-                    on_timeout=lambda: tail(self.logfile),
-                )
-                break
-            except HarnessError as exc:
-                new_log = self.logfile.read_text(errors="replace")[log_size:] if self.logfile.exists() else ""
-                self.kill()
-                if "Address already in use" in new_log and attempt < 2 and not self._bootstrapped:
-                    self.port = free_port()  # lost the race for the port; only before first use
-                    continue
-                raise HarnessError(f"{exc}\n--- {self.logfile} ---\n{tail(self.logfile)}") from None
-        self.startup_seconds = time.monotonic() - t0
+    def _env(self) -> dict[str, str]:
+        return {**os.environ, "TZ": "UTC"}
 
-    def _ready(self) -> bool:
-        if self._proc is not None and self._proc.poll() is not None:
-            raise HarnessError(f"mariadbd exited with code {self._proc.returncode}")
+    def _probe(self) -> bool:
         with contextlib.closing(self._root_conn()):
             return True
 
     def _root_conn(self) -> pymysql.connections.Connection:
         return pymysql.connect(unix_socket=str(self.socket), user="root", autocommit=True, connect_timeout=5)
 
-    def bootstrap(self) -> None:
+    def provision(self) -> None:
         with contextlib.closing(self._root_conn()) as conn, conn.cursor() as cur:
             # Keep set-up out of the binlog: tests reading "from the beginning" see only their own work.
             cur.execute("SET SESSION sql_log_bin = 0")
@@ -176,54 +133,11 @@ class MariaDbServer:
             cur.execute(f"GRANT ALL PRIVILEGES ON *.* TO '{self.user}'@'%' WITH GRANT OPTION")
             cur.execute(f"GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO '{self.user}'@'%'")
             cur.execute(f"CREATE DATABASE `{self.dbname}`")
-        self._bootstrapped = True
 
-    @property
-    def pid(self) -> int | None:
-        if self._proc is not None and self._proc.poll() is None:
-            return self._proc.pid
-        return None
-
-    def is_running(self) -> bool:
-        return self.pid is not None
-
-    def stop(self, timeout: float = 60) -> None:
-        """Clean shutdown (SIGTERM), falling back to SIGKILL after ``timeout``."""
-        proc = self._proc
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
-
-    def kill(self) -> None:
-        """SIGKILL the server (a crash) and wait until it is gone."""
-        proc = self._proc
-        if proc is None:
-            return
-        if proc.poll() is None:
-            kill_tree(proc.pid)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(10)
-
-    def destroy(self) -> None:
-        """Kill the server and delete its directory (tests never need its data afterwards)."""
-        unregister(self)
-        with contextlib.suppress(Exception):
-            self.kill()
-        remove_dir(self.base_dir)
-
-    def __enter__(self) -> MariaDbServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.destroy()
+    def stop(self, timeout: float = 60) -> bool:
+        """Clean shutdown (SIGTERM), falling back to SIGKILL after ``timeout``. False when it
+        had to be killed."""
+        return self._terminate(signal.SIGTERM, timeout)
 
     # --- clients ---------------------------------------------------------------------------
 
@@ -295,16 +209,4 @@ def start_mariadb(tmp_path: Path | None = None, **settings: Any) -> MariaDbServe
     ``start_mariadb(tmp_path, binlog_format="STATEMENT")`` or ``log_bin=False``.
     The server is also destroyed at interpreter exit.
     """
-    base = make_server_dir("mariadb", tmp_path)
-    server = MariaDbServer(base, settings)
-    register(server)
-    t0 = time.monotonic()
-    try:
-        server.init()
-        server.start()
-        server.bootstrap()
-    except BaseException:
-        server.destroy()
-        raise
-    server.setup_seconds = time.monotonic() - t0
-    return server
+    return launch(MariaDbServer(make_server_dir("mariadb", tmp_path), settings))

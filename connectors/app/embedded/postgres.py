@@ -12,29 +12,14 @@ import os
 import pwd
 import re
 import signal
-import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import psycopg2
 import psycopg2.extensions
 
-from .util import (
-    HarnessError,
-    free_port,
-    is_root,
-    kill_tree,
-    make_server_dir,
-    pid_alive,
-    popen_logged,
-    register,
-    remove_dir,
-    run,
-    tail,
-    unregister,
-    wait_until,
-)
+from .server import EmbeddedServer, launch
+from .util import HarnessError, is_root, make_server_dir, pid_alive, run, wait_until
 
 # CDC settings the suite relies on; start_pg(**settings) overrides any of them.
 DEFAULT_SETTINGS: dict[str, Any] = {
@@ -60,7 +45,8 @@ host    all          all    127.0.0.1/32    scram-sha-256
 host    replication  all    127.0.0.1/32    scram-sha-256
 """
 
-START_TIMEOUT = 60.0
+# pg_ctl's shutdown modes: the signal the postmaster takes for each
+STOP_SIGNALS = {"smart": signal.SIGTERM, "fast": signal.SIGINT, "immediate": signal.SIGQUIT}
 
 
 def find_pg_bindir() -> Path:
@@ -95,8 +81,18 @@ def _dsn_value(v: Any) -> str:
     return s
 
 
-class PgServer:
-    """A running private PostgreSQL server. Use :func:`start_pg` to create one."""
+class PgServer(EmbeddedServer):
+    """A running private PostgreSQL server. Use :func:`start_pg` to create one.
+
+    The postmaster runs as our child (through runuser when root) rather than daemonized by
+    ``pg_ctl start``: an orphaned postmaster killed with SIGKILL stays a zombie until init
+    reaps it, and until then the next start refuses to run ("lock file already exists").
+    `kill()` takes the backends too (the postmaster's process tree): a surviving backend keeps
+    the shared memory attached, and the next start would refuse to run.
+    """
+
+    label = "PostgreSQL"
+    process_name = "postgres"
 
     host = "127.0.0.1"
     user = "tidemark"
@@ -105,17 +101,11 @@ class PgServer:
     bootstrap_user = "postgres"  # initdb superuser; reachable only over the private unix socket
 
     def __init__(self, base_dir: Path, settings: dict[str, Any], bindir: Path | None = None) -> None:
-        self.base_dir = base_dir
+        super().__init__(base_dir, base_dir / "postgres.log")
         self.bindir = bindir or find_pg_bindir()
         self.datadir = base_dir / "data"
         self.socket_dir = base_dir
-        self.logfile = base_dir / "postgres.log"
         self.settings = {**DEFAULT_SETTINGS, **settings}
-        self.port = free_port()
-        self._owned_dir = True
-        self._proc: subprocess.Popen | None = None
-        self.startup_seconds: float = 0.0  # last start() only
-        self.setup_seconds: float = 0.0  # init + first start + bootstrap
 
     # --- process control -------------------------------------------------------------------
 
@@ -149,52 +139,20 @@ class PgServer:
         with open(self.datadir / "postgresql.conf", "a") as fh:
             fh.write("\n# --- Tidemark test harness ---\n" + "\n".join(lines) + "\n")
 
-    def start(self) -> None:
-        """Start (or start again after stop/kill) on the same port and data dir.
+    def _command(self) -> list[str]:
+        return self._as_pg(str(self.bindir / "postgres"), "-D", str(self.datadir), "-p", str(self.port))
 
-        The postmaster runs as our child (through runuser when root) rather than daemonized by
-        ``pg_ctl start``: an orphaned postmaster killed with SIGKILL stays a zombie until init
-        reaps it, and until then the next start refuses to run ("lock file already exists").
-        """
-        t0 = time.monotonic()
-        for attempt in range(3):
-            log_size = self.logfile.stat().st_size if self.logfile.exists() else 0
-            cmd = self._as_pg(str(self.bindir / "postgres"), "-D", str(self.datadir), "-p", str(self.port))
-            self._proc = popen_logged(cmd, self.logfile, cwd=self.base_dir)
-            try:
-                wait_until(
-                    self._ready,
-                    START_TIMEOUT,
-                    f"PostgreSQL on port {self.port}",
-                    on_timeout=lambda: tail(self.logfile),
-                )
-                break
-            except HarnessError as exc:
-                new_log = self.logfile.read_text(errors="replace")[log_size:] if self.logfile.exists() else ""
-                self.kill()
-                if "Address already in use" in new_log and attempt < 2 and not self._bootstrapped():
-                    self.port = free_port()  # lost the race for the port; only before first use
-                    continue
-                raise HarnessError(f"{exc}\n--- {self.logfile} ---\n{tail(self.logfile)}") from None
-        self.startup_seconds = time.monotonic() - t0
-
-    def _bootstrapped(self) -> bool:
-        return (self.base_dir / ".bootstrapped").exists()
-
-    def _ready(self) -> bool:
-        if self._proc is not None and self._proc.poll() is not None:
-            raise HarnessError(f"postgres exited with code {self._proc.returncode}")
+    def _probe(self) -> bool:
         # The private socket as the bootstrap superuser: works before the tidemark role exists.
         with contextlib.closing(self._socket_conn()):
             return True
 
-    def bootstrap(self) -> None:
+    def provision(self) -> None:
         with contextlib.closing(self._socket_conn()) as conn, conn.cursor() as cur:
             cur.execute(
                 f"CREATE ROLE {self.user} WITH SUPERUSER LOGIN REPLICATION PASSWORD %s", (self.password,)
             )
             cur.execute(f"CREATE DATABASE {self.dbname} OWNER {self.user}")
-        (self.base_dir / ".bootstrapped").touch()
 
     def _socket_conn(self, dbname: str = "postgres") -> psycopg2.extensions.connection:
         conn = psycopg2.connect(
@@ -209,70 +167,20 @@ class PgServer:
 
     @property
     def pid(self) -> int | None:
-        """The postmaster's pid, or None when not running."""
+        """The postmaster's pid (not runuser's), or None when not running."""
         try:
             pid = int((self.datadir / "postmaster.pid").read_text().split()[0])
         except (OSError, ValueError, IndexError):
             return None
         return pid if pid_alive(pid) else None
 
-    def is_running(self) -> bool:
-        return self.pid is not None
-
     def stop(self, mode: str = "fast", timeout: float = 60) -> bool:
         """Clean shutdown (``mode``: smart|fast|immediate), SIGKILL if it takes over `timeout`
         seconds. Returns False when it had to be killed."""
-        sig = {"smart": signal.SIGTERM, "fast": signal.SIGINT, "immediate": signal.SIGQUIT}[mode]
-        pid = self.pid
-        if pid:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
-        return self._reap(timeout)
+        return self._terminate(STOP_SIGNALS[mode], timeout)
 
-    def _reap(self, timeout: float) -> bool:
-        proc = self._proc
-        if proc is None:
-            return True
-        try:
-            proc.wait(timeout)
-            return True
-        except subprocess.TimeoutExpired:
-            self.kill()
-            return False
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
-
-    def kill(self) -> None:
-        """SIGKILL the postmaster and its backends (a crash) and wait until they are gone.
-
-        Backends are killed too: a surviving backend keeps the shared memory attached, and the next
-        start would refuse to run.
-        """
-        pid = self.pid
-        if pid:
-            kill_tree(pid)
-        if self._proc is not None:
-            if self._proc.poll() is None:
-                kill_tree(self._proc.pid)
-            self._proc.wait(10)
-
-    def destroy(self) -> None:
-        """Stop immediately and delete the server directory."""
-        unregister(self)
-        with contextlib.suppress(Exception):
-            self.stop("immediate")
-        with contextlib.suppress(Exception):
-            self.kill()
-        if self._owned_dir:
-            remove_dir(self.base_dir)
-
-    def __enter__(self) -> PgServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.destroy()
+    def _halt(self) -> None:
+        self.stop("immediate")
 
     # --- clients ---------------------------------------------------------------------------
 
@@ -370,19 +278,7 @@ def start_pg(tmp_path: Path | None = None, **settings: Any) -> PgServer:
     """
     bindir = find_pg_bindir()
     pg_uid = pwd.getpwnam("postgres").pw_uid if is_root() else None
-    base = make_server_dir("pg", tmp_path, traversable_by=pg_uid)
-    server = PgServer(base, settings, bindir)
-    register(server)
-    t0 = time.monotonic()
-    try:
-        server.init()
-        server.start()
-        server.bootstrap()
-    except BaseException:
-        server.destroy()
-        raise
-    server.setup_seconds = time.monotonic() - t0
-    return server
+    return launch(PgServer(make_server_dir("pg", tmp_path, traversable_by=pg_uid), settings, bindir))
 
 
 def contrib_available(bindir: Path | None = None) -> bool:
