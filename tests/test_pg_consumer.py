@@ -23,10 +23,12 @@ XID = 770
 
 class _Tables:
     """The table cache's two calls: one captured relation (test_fastpaths' table: id, name, a
-    column left out, ...), every other one filtered out."""
+    column left out, ...), every other one filtered out; a Relation message brings the next of
+    `later` table versions, as a changed table does."""
 
-    def __init__(self) -> None:
+    def __init__(self, *later: TableSchema) -> None:
         self.ts = _table()
+        self.later = list(later)
         self.relations: list[Any] = []
 
     def get(self, oid: int) -> TableSchema | None:
@@ -34,13 +36,15 @@ class _Tables:
 
     def relation(self, rel: Any) -> None:
         self.relations.append(rel)
+        if self.later:
+            self.ts = self.later.pop(0)
 
 
 def _consumer(
     max_batch: int = 100, start_key: tuple[int, int, int] = (0, 0, 0), **kw: Any
 ) -> MessageConsumer:
     return MessageConsumer(
-        _Tables(),  # type: ignore[arg-type]
+        kw.pop("tables", None) or _Tables(),
         PgEventFactory("srv", "db", "srv.transaction", kw.pop("tx_meta", True)),
         max_batch=max_batch,
         skipped=set(),
@@ -143,6 +147,22 @@ def test_fused_insert_equals_the_general_path() -> None:
     strip = [{k: v for k, v in r.value.items() if not k.startswith("ts_")} for r in fused.pending]
     assert strip == [{k: v for k, v in r.value.items() if not k.startswith("ts_")} for r in general.pending]
     assert [(r.key, r.pos) for r in fused.pending] == [(r.key, r.pos) for r in general.pending]
+
+
+def test_a_relation_message_brings_the_new_table_version() -> None:
+    by_name = _table(**{"message.key.columns": r"public\.t:name"})
+    c = _consumer(tables=_Tables(by_name), tx_meta=False)
+    _feed(
+        c,
+        [
+            (100, begin(300)),
+            (110, insert(OID, "1", "a")),  # compiles and keeps the fused decoder of the version
+            (120, relation(OID)),
+            (130, insert(OID, "2", "b")),
+            (300, commit(300, 310)),
+        ],
+    )
+    assert [r.key for r in c.pending] == [{"id": 1}, {"name": "b"}]
 
 
 def test_full_batch_is_cut_inside_the_transaction() -> None:

@@ -51,6 +51,8 @@ class MessageConsumer:
         "message_topic",
         "start_key",
         "fast",
+        "insert_paths",
+        "start_commit",
         "pending",
         "tx",
         "flush_lsn",
@@ -84,7 +86,10 @@ class MessageConsumer:
         # Records at or before this position were handed out before a restart (a transaction
         # cut mid-way): they are decoded again, to rebuild the transaction's counters, not emitted.
         self.start_key = start_key
+        self.start_commit = start_key[0]  # the cheap first test: later transactions replay nothing
         self.fast: dict[TableSchema, FusedInsert] = {}  # table version -> fused INSERT decoder
+        # relation oid -> (table version, its fused decoder): one look-up per INSERT
+        self.insert_paths: dict[int, tuple[TableSchema, FusedInsert]] = {}
         self.pending: list[Record] = []
         self.tx: Tx | None = None
         self.flush_lsn = flush_lsn  # end LSN of the last complete transaction (confirmable)
@@ -180,7 +185,9 @@ class MessageConsumer:
             raise
         tx = self.tx
         pending = self.pending
-        if tx is not None and (tx.commit_lsn, MAX_SUB, 0) > self.start_key:
+        if tx is not None and (
+            tx.commit_lsn > self.start_commit or (tx.commit_lsn, MAX_SUB, 0) > self.start_key
+        ):
             self.ev.tx_end(pending, tx, lsn)
         if end_lsn > self.flush_lsn:
             self.flush_lsn = end_lsn
@@ -195,24 +202,36 @@ class MessageConsumer:
     def on_insert(self, lsn: int, payload: bytes) -> bool | None:
         tx = self.tx
         if tx is not None:
-            ts = self.tables.get(_U32(payload, 1)[0])
-            if ts is not None:
-                fused = self.fast.get(ts)
-                if fused is None:
-                    fused = self.fast[ts] = compile_insert(ts)
+            oid = _U32(payload, 1)[0]
+            hit = self.insert_paths.get(oid)
+            if hit is None:
+                hit = self._insert_path(oid)
+            if hit is not None:
+                ts, fused = hit
                 try:
                     got = fused(payload, 6) if payload[5] == 78 else None  # 'N' new tuple
                 except Exception:  # the general path raises or handles it (failure mode)
                     got = None
                 if got is not None:
                     pos = (tx.commit_lsn, lsn, 0)
-                    if pos <= self.start_key:
+                    if tx.commit_lsn <= self.start_commit and pos <= self.start_key:
                         self.ev.insert([], tx, ts, got[0], got[1], lsn, pos, self.skipped)
                         return False
                     pending = self.pending
                     self.ev.insert(pending, tx, ts, got[0], got[1], lsn, pos, self.skipped)
                     return len(pending) >= self.max_batch
         return self._change(lsn, _decoded(payload))
+
+    def _insert_path(self, oid: int) -> tuple[TableSchema, FusedInsert] | None:
+        """The table version of `oid` and its fused INSERT decoder (None: not captured)."""
+        ts = self.tables.get(oid)
+        if ts is None:
+            return None
+        fused = self.fast.get(ts)
+        if fused is None:
+            fused = self.fast[ts] = compile_insert(ts)
+        self.insert_paths[oid] = (ts, fused)
+        return ts, fused
 
     def on_update(self, lsn: int, payload: bytes) -> bool | None:
         return self._change(lsn, _decoded(payload))
@@ -227,7 +246,7 @@ class MessageConsumer:
             self.n_filtered += ts is None
             return None
         pos = (tx.commit_lsn, lsn, 0)
-        if pos <= self.start_key:
+        if tx.commit_lsn <= self.start_commit and pos <= self.start_key:
             # Replay of a transaction cut mid-way before a restart: rebuild its counters
             # (total_order, BEGIN already sent) and drop the records.
             self.ev.change([], tx, ts, m, lsn, pos, self.skipped, self.tombstones)
@@ -259,7 +278,9 @@ class MessageConsumer:
 
     # ------------------------------------------------------------------ other messages
     def on_relation(self, lsn: int, payload: bytes) -> None:
-        self.tables.relation(_decoded(payload))
+        rel = _decoded(payload)
+        self.tables.relation(rel)
+        self.insert_paths.pop(rel.oid, None)  # its table version may change
 
     def on_message(self, lsn: int, payload: bytes) -> None:
         m = _decoded(payload)
