@@ -278,6 +278,11 @@ class Batch:
 
     After every sink has made the batch durable, the engine stores `offset` and calls
     `Source.acknowledge(offset)`. `seq` is the engine's monotonically increasing batch number.
+    `extra` carries counts for the metrics (`transactions`, `filtered`, `source_ts_ms`) and
+    `more`: the source already has the next batch waiting, so the engine may merge this one
+    with it into one sink commit; without it the engine commits at once (an idle stream never
+    holds a batch). A batch cut inside a large transaction need not say `more` (its offset
+    then points inside the transaction).
     """
 
     records: list[Record]

@@ -14,12 +14,13 @@ from pgcdc import source_config
 
 from connectors.api import Record
 from connectors.settings.config import ConnectorConfig
-from connectors.sources.postgres.source import ConnectHistory, PostgresSource
+from connectors.sources.memory import RunMemory
+from connectors.sources.postgres.source import PostgresSource
 
 
-def _run(cfg: ConnectorConfig, history: ConnectHistory) -> list[Record]:
+def _run(cfg: ConnectorConfig, history: RunMemory) -> list[Record]:
     """One connector attempt until caught up (the slot's position is the start)."""
-    src = PostgresSource(cfg, until_caught_up=True, max_seconds=60, history=history)
+    src = PostgresSource(cfg, until_caught_up=True, max_seconds=60, memory=history)
     src.open(None)
     records: list[Record] = []
     try:
@@ -45,7 +46,7 @@ def test_unmapped_column_types_warn_once_per_column(
         "CREATE TABLE odd (id int PRIMARY KEY, c_pair pair, c_pairs pair[], c_mr int4multirange, v text)"
     )
     cfg = source_config(pg, tmp_path, slot=unique_name("slot"), dbname=pg_database)
-    history = ConnectHistory()
+    history = RunMemory()
     with caplog.at_level(logging.WARNING, logger="connectors.sources.postgres"):
         _run(cfg, history)  # creates slot and publication
         cur.execute("INSERT INTO odd VALUES (1, ROW(1, 'x'), ARRAY[ROW(2, 'y')::pair], '{[1,3)}', 'a')")
@@ -84,7 +85,7 @@ def test_include_lists_matching_nothing_warn_with_the_tables(
         dbname=pg_database,
         **{"table.include.list": "orders", "schema.include.list": "shopp"},
     )
-    history = ConnectHistory()
+    history = RunMemory()
     with caplog.at_level(logging.WARNING, logger="connectors.sources.postgres"):
         _run(cfg, history)
         _run(cfg, history)  # a reconnect does not repeat it
@@ -110,7 +111,7 @@ def test_all_tables_publication_over_keyless_tables_warns(
     cfg = source_config(
         pg, tmp_path, slot=slot, dbname=pg_database, **{"publication.autocreate.mode": "all_tables"}
     )
-    history = ConnectHistory()
+    history = RunMemory()
     with caplog.at_level(logging.WARNING, logger="connectors.sources.postgres"):
         _run(cfg, history)
         _run(cfg, history)  # the publication exists now: nothing new to say

@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from connectors.api import Record
 from connectors.format.schema import Schema, prim, struct
 
 VERSION = "3.6.0.Final"  # the Debezium event format we reproduce; consumers may read it
@@ -170,6 +171,13 @@ def time_fields(ts_ns: int) -> tuple[int, int, int]:
 
 NEWKEY = "__debezium.newkey"
 OLDKEY = "__debezium.oldkey"
+
+
+def heartbeat(topic: str, server_name: str) -> Record:
+    """A heartbeat record (`__debezium-heartbeat.<prefix>`), as both sources emit it."""
+    return Record(
+        topic, {"serverName": server_name}, {"ts_ms": int(time.time() * 1000)}, HEARTBEAT_KEY, HEARTBEAT_VALUE
+    )
 
 
 CONTEXT_HEADER_PREFIX = "__debezium.context."

@@ -8,7 +8,6 @@ database in place of the schema.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import logging
 import re
@@ -245,7 +244,3 @@ def _hasher(alg: str, salt: bytes, v2: bool, length: int | None) -> ValueFn:
         return out[:length] if length and length < len(out) else out
 
     return fn
-
-
-def b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")

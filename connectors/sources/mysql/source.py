@@ -51,16 +51,15 @@ MySQL 8.x vs MariaDB 10.x:
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
-import weakref
 from collections.abc import Iterator
 from time import time_ns
 from typing import Any
 
-from connectors.api import Batch, GtidSet, Record, TerminalError, TidemarkError
+from connectors.api import Batch, GtidSet, Record, TerminalError
 from connectors.format import envelope as env
+from connectors.format import transaction as txmeta
 from connectors.format.envelope import VERSION
 from connectors.format.schema import prim
 from connectors.format.tableschema import (
@@ -69,12 +68,14 @@ from connectors.format.tableschema import (
     build,
     failure_mode,
     key_change,
-    skipped_failed_event,
     unchanged_update,
 )
 from connectors.format.topics import TopicNamer
+from connectors.format.transaction import TxCounts
+from connectors.format.variants import with_options
 from connectors.settings.filters import ColumnRules, TableFilters
 from connectors.settings.model import MySqlSettings
+from connectors.sources.memory import memory_for
 from connectors.sources.mysql import setup
 from connectors.sources.mysql.connection import current_position
 from connectors.sources.mysql.ddl import DdlParser, TableChange, UnparseableDdl, ddl_targets
@@ -111,41 +112,10 @@ _LISTED = 20  # names shown in the "nothing captured" warning
 _TABLE_TYPES = "('BASE TABLE', 'SYSTEM VERSIONED')"
 
 
-# Configs whose server some source has reached in this process. The engine builds a new source
-# per attempt from the same config object, so this outlives them: once reached, "cannot reach"
-# is a restart in progress (retried); before that, a wrong host/port (one clear error).
-_REACHED: weakref.WeakSet[Any] = weakref.WeakSet()
-
-
-_WARNED: weakref.WeakSet[Any] = weakref.WeakSet()  # configs whose "nothing captured" warning was given
-
-
-def _reached(cfg: Any) -> bool:
-    try:
-        return cfg in _REACHED
-    except TypeError:  # a config object without weak references: no memory across attempts
-        return False
-
-
-def _mark_reached(cfg: Any) -> None:
-    with contextlib.suppress(TypeError):
-        _REACHED.add(cfg)
-
-
-def _remembered(seen: weakref.WeakSet[Any], cfg: Any) -> bool:
-    """Whether `cfg` is in `seen` already; adds it."""
-    try:
-        if cfg in seen:
-            return True
-        seen.add(cfg)
-    except TypeError:
-        pass
-    return False
-
-
 class MySqlSource:
     def __init__(self, cfg: Any, *, until_caught_up: bool = False, max_seconds: float | None = None) -> None:
         self.cfg = cfg
+        self.memory = memory_for(cfg)
         assert isinstance(cfg.source, MySqlSettings)
         self.src = src = cfg.source
         self.connector = "mariadb" if getattr(cfg, "connector", "mysql") == "mariadb" else "mysql"
@@ -190,24 +160,21 @@ class MySqlSource:
         self._stop = False
         self._conn: Any = None
         self._target: tuple[int, int] | None = None
-        self._txm: list[Any] | None = None  # [id, events, per-table counts, BEGIN sent]
+        self._tx_counts: TxCounts | None = None  # the current transaction's events (transaction metadata)
+        self._tx_id = ""
         self._fresh = False
         self._unknown_warned: set[tuple[str, str, str]] = set()
-        # Options that wrap the per-row step shadow the method for this instance only, so the
-        # default path has no extra test.
-        if src.skip_messages_without_change:
-            self._row = self._row_unless_unchanged  # type: ignore[method-assign]
-        self._failure_mode = failure_mode(src)
-        if self._failure_mode != "fail":
-            self._row_unguarded = self._row
-            self._row = self._row_or_skip  # type: ignore[method-assign]
+        # skip.messages.without.change / event.processing.failure.handling.mode: chosen once here.
+        self._row = with_options(  # type: ignore[method-assign]  # this instance's variant
+            self._row, src, unchanged=self._unchanged, where=_where
+        )
 
     offset_key = staticmethod(offset_key)
 
     # ------------------------------------------------------------------ lifecycle
     def open(self, start_offset: dict[str, Any] | None) -> None:
-        self._conn = setup.connect(self.settings, unreachable_is_transient=_reached(self.cfg))
-        _mark_reached(self.cfg)
+        self._conn = setup.connect(self.settings, unreachable_is_transient=self.memory.connected)
+        self.memory.connected = True
         facts = setup.check_server(self._conn, self.server_id)
         if start_offset:
             setup.check_position(self._conn, start_offset, facts["mariadb"], self.config_path)
@@ -352,7 +319,7 @@ class MySqlSource:
         """Filters that match no table on the server run silently with 0 records: say so once at
         start, with what the server has (tables created later that match are captured)."""
         lists = {k: ",".join(v) for k in _FILTER_LISTS if (v := getattr(self.src, k.replace(".", "_")))}
-        if not lists or _remembered(_WARNED, self.cfg):
+        if not lists or not self.memory.first_time("nothing captured"):
             return  # once per config: not again at every reconnection
         with self._conn.cursor() as cur:
             cur.execute("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA")
@@ -443,12 +410,13 @@ class MySqlSource:
             if not self.filters.captures_column(db, table, c.name):
                 return ColumnDef(c.name, prim("bytes", optional=True), None, c.type_name, emitted=False)
             err = UnknownColumnType(c.name, c.type_name, f"{db}.{table}")
-            if self._failure_mode != "fail" and (db, table, c.name) not in self._unknown_warned:
+            mode = failure_mode(self.src)
+            if mode != "fail" and (db, table, c.name) not in self._unknown_warned:
                 self._unknown_warned.add((db, table, c.name))
                 log.warning(
                     "%s: its rows are skipped (event.processing.failure.handling.mode=%s)",
                     err,
-                    self._failure_mode,
+                    mode,
                 )
             raise err from None
 
@@ -583,71 +551,36 @@ class MySqlSource:
         if self.heartbeat_query:
             with self._conn.cursor() as cur:
                 cur.execute(self.heartbeat_query)
-        rec = Record(
-            self.namer.heartbeat_topic,
-            {"serverName": self.cfg.topic_prefix},
-            {"ts_ms": int(time.time() * 1000)},
-            env.HEARTBEAT_KEY,
-            env.HEARTBEAT_VALUE,
+        return Batch(
+            [env.heartbeat(self.namer.heartbeat_topic, self.cfg.topic_prefix)], off, extra={"heartbeat": True}
         )
-        return Batch([rec], off, extra={"heartbeat": True})
 
     # ------------------------------------------------------------------ transaction metadata
     def _block(self, out: list[Record], rc: RowChange, collection: str) -> dict[str, Any] | None:
         """Count one event of the transaction; with provide.transaction.metadata emit BEGIN
         before its first event and return the envelope's `transaction` block."""
-        tx = self._txm
-        if tx is None or tx[0] != rc.txn_id:
-            tx = self._txm = [rc.txn_id, 0, {}, False]
-        tx[1] += 1
-        per: dict[str, int] = tx[2]
-        per[collection] = n = per.get(collection, 0) + 1
+        counts = self._tx_counts
+        if counts is None or self._tx_id != rc.txn_id:
+            counts = self._tx_counts = TxCounts()
+            self._tx_id = rc.txn_id
+        n = counts.count_event(collection)
         if not self.tx_meta:
             return None
-        if not tx[3]:
-            tx[3] = True
-            value = {
-                "status": "BEGIN",
-                "id": rc.txn_id,
-                "event_count": None,
-                "data_collections": None,
-                "ts_ms": rc.source.ts_ms,
-            }
-            out.append(
-                Record(
-                    self.namer.transaction_topic,
-                    {"id": rc.txn_id},
-                    value,
-                    env.TX_KEY,
-                    env.TX_VALUE,
-                    (),
-                    None,
-                    rc.offset,
-                    rc.pos,
-                )
-            )
-        return {"id": rc.txn_id, "total_order": tx[1], "data_collection_order": n}
+        txmeta.begin_once(
+            out, counts, self.namer.transaction_topic, rc.txn_id, rc.source.ts_ms, rc.offset, rc.pos
+        )
+        return txmeta.block(rc.txn_id, counts, n)
 
     def _tx_end(self, out: list[Record], end: TxEnd) -> None:
-        tx, self._txm = self._txm, None
-        if not self.tx_meta or tx is None or tx[0] != end.txn_id or not tx[3]:
+        counts, self._tx_counts = self._tx_counts, None
+        if not self.tx_meta or counts is None or self._tx_id != end.txn_id or not counts.begun:
             return
-        value = {
-            "status": "END",
-            "id": end.txn_id,
-            "event_count": tx[1],
-            "data_collections": [{"data_collection": k, "event_count": v} for k, v in tx[2].items()],
-            "ts_ms": end.ts_ms,
-        }
         out.append(
-            Record(
+            txmeta.end_record(
                 self.namer.transaction_topic,
-                {"id": end.txn_id},
-                value,
-                env.TX_KEY,
-                env.TX_VALUE,
-                (),
-                None,
+                end.txn_id,
+                counts,
+                end.ts_ms,
                 end.offset,
                 offset_key(end.offset),
             )
@@ -733,33 +666,13 @@ class MySqlSource:
                 Record(ts.topic, key, None, ts.key_schema, ts.envelope_schema, (), ts.collection, off, pos)
             )
 
-    def _row_unless_unchanged(self, out: list[Record], rc: RowChange) -> None:
-        """skip.messages.without.change: an update whose captured columns (after masks and
-        truncation) did not change is dropped, as Debezium does."""
-        if (
+    def _unchanged(self, out: list[Record], rc: RowChange) -> bool:
+        return (
             rc.op == "u"
             and rc.before is not None
             and rc.after is not None
             and unchanged_update(self._table_schema(rc.db, rc.table, rc.table_model), rc.before, rc.after)
-        ):
-            return
-        MySqlSource._row(self, out, rc)
-
-    def _row_or_skip(self, out: list[Record], rc: RowChange) -> None:
-        """event.processing.failure.handling.mode warn/skip: a row whose values cannot be
-        converted is left out (values are converted before the transaction counters move)."""
-        n = len(out)
-        try:
-            self._row_unguarded(out, rc)
-        except TidemarkError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the mode says what to do with any conversion failure
-            del out[n:]
-            skipped_failed_event(
-                self._failure_mode,
-                exc,
-                f"change of {rc.db}.{rc.table} at {rc.source.file}:{rc.source.pos} row {rc.source.row}",
-            )
+        )
 
     def _truncate(self, out: list[Record], t: Truncate) -> None:
         if (
@@ -826,3 +739,7 @@ class MySqlSource:
 
 
 __all__ = ["MySqlSource", "offset_key"]
+
+
+def _where(out: list[Record], rc: RowChange) -> str:
+    return f"change of {rc.db}.{rc.table} at {rc.source.file}:{rc.source.pos} row {rc.source.row}"

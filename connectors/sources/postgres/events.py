@@ -15,9 +15,11 @@ from typing import Any
 
 from connectors.api import Record
 from connectors.format import envelope as env
+from connectors.format import transaction as txmeta
 from connectors.format.schema import Schema, prim, struct
 from connectors.format.tableschema import TableSchema, key_change
 from connectors.format.temporal import binary_encoder
+from connectors.format.transaction import TxCounts
 from connectors.sources.postgres import pgoutput as pgo
 
 MESSAGE_KEY = struct(
@@ -53,15 +55,14 @@ MAX_SUB = (1 << 64) - 1
 
 
 class Tx:
-    """The transaction being decoded: ids, commit position, counts, lazily-emitted BEGIN."""
+    """The transaction being decoded: ids, commit position, and its event counts (shared with
+    the MySQL source: format.transaction)."""
 
-    __slots__ = ("xid", "commit_lsn", "commit_ts", "prev_commit", "count", "per_table", "begun")
+    __slots__ = ("commit_lsn", "commit_ts", "counts", "prev_commit", "xid")
 
     def __init__(self, xid: int, commit_lsn: int, commit_ts: int, prev_commit: int | None) -> None:
         self.xid, self.commit_lsn, self.commit_ts, self.prev_commit = xid, commit_lsn, commit_ts, prev_commit
-        self.count = 0
-        self.per_table: dict[str, int] = {}
-        self.begun = False
+        self.counts = TxCounts()
 
 
 class PgEventFactory:
@@ -96,35 +97,14 @@ class PgEventFactory:
 
     def _block(self, out: list[Record], tx: Tx, collection: str, lsn: int) -> dict[str, Any] | None:
         """Count one event; with transaction metadata, emit BEGIN first and return the block."""
-        tx.count += 1
-        n = tx.per_table.get(collection, 0) + 1
-        tx.per_table[collection] = n
+        n = tx.counts.count_event(collection)
         if not self.tx_meta:
             return None
         tid = f"{tx.xid}:{lsn}"
-        if not tx.begun:
-            tx.begun = True
-            value = {
-                "status": "BEGIN",
-                "id": tid,
-                "event_count": None,
-                "data_collections": None,
-                "ts_ms": tx.commit_ts // 1000,
-            }
-            out.append(
-                Record(
-                    self.tx_topic,
-                    {"id": tid},
-                    value,
-                    env.TX_KEY,
-                    env.TX_VALUE,
-                    (),
-                    None,
-                    None,
-                    (tx.commit_lsn, 0, 0),
-                )
-            )
-        return {"id": tid, "total_order": tx.count, "data_collection_order": n}
+        txmeta.begin_once(
+            out, tx.counts, self.tx_topic, tid, tx.commit_ts // 1000, None, (tx.commit_lsn, 0, 0)
+        )
+        return txmeta.block(tid, tx.counts, n)
 
     def change(
         self,
@@ -301,26 +281,11 @@ class PgEventFactory:
         )
 
     def tx_end(self, out: list[Record], tx: Tx, commit_msg_lsn: int) -> None:
-        if not (self.tx_meta and tx.begun):
+        if not (self.tx_meta and tx.counts.begun):
             return
         tid = f"{tx.xid}:{commit_msg_lsn}"
-        value = {
-            "status": "END",
-            "id": tid,
-            "event_count": tx.count,
-            "data_collections": [{"data_collection": k, "event_count": v} for k, v in tx.per_table.items()],
-            "ts_ms": tx.commit_ts // 1000,
-        }
         out.append(
-            Record(
-                self.tx_topic,
-                {"id": tid},
-                value,
-                env.TX_KEY,
-                env.TX_VALUE,
-                (),
-                None,
-                None,
-                (tx.commit_lsn, MAX_SUB, 0),
+            txmeta.end_record(
+                self.tx_topic, tid, tx.counts, tx.commit_ts // 1000, None, (tx.commit_lsn, MAX_SUB, 0)
             )
         )

@@ -142,6 +142,18 @@ class ReplicationStream:
         return translate_error(exc, f"starting replication on slot {self.slot_name}")
 
     def close(self) -> None:
+        # A position confirmed from another thread (the engine's offset flusher) after the last
+        # read has not gone out yet: send it before closing, so the slot is not left behind the
+        # stored offset until the next start (when the connection is still usable).
+        if (
+            self._cur is not None
+            and self._confirmed > self._reported
+            and threading.get_ident() == self._reader
+        ):
+            try:
+                self._push(True)
+            except TidemarkError:
+                pass  # the connection is gone: the next start confirms it
         for obj in (self._cur, self._conn, self._aux):
             if obj is not None:
                 try:

@@ -11,24 +11,25 @@ from __future__ import annotations
 
 import logging
 import time
-import weakref
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg2
 
-from connectors.api import Batch, Lsn, Record, TidemarkError
+from connectors.api import Batch, Lsn, TidemarkError
 from connectors.format import envelope as env
+from connectors.format.tableschema import TableSchema, unchanged_update
 from connectors.format.topics import TopicNamer
+from connectors.format.variants import with_options
 from connectors.settings.config import ConnectorConfig
 from connectors.settings.filters import ColumnRules, NameFilter, TableFilters, compile_list
 from connectors.settings.model import PostgresSettings
+from connectors.sources.memory import RunMemory, memory_for
 from connectors.sources.postgres import checks, publications, replication, slots
+from connectors.sources.postgres import pgoutput as pgo
 from connectors.sources.postgres.catalog import list_tables
 from connectors.sources.postgres.connection import PgConnParams, connect, translate_error
 from connectors.sources.postgres.consumer import MessageConsumer
-from connectors.sources.postgres.eventfactory import factory_class
 from connectors.sources.postgres.events import MAX_SUB, PgEventFactory
 from connectors.sources.postgres.tables import TableCache
 
@@ -44,30 +45,6 @@ def offset_key(offset: dict[str, Any] | None) -> tuple[int, int, int]:
     return (offset["lsn_commit"], offset["lsn"], offset.get("sub", 0))
 
 
-@dataclass
-class ConnectHistory:
-    """What earlier attempts of this run learned. The engine builds a new source per attempt, so
-    this outlives them: once the server has been reached, "connection refused" means a restart
-    in progress (retried), not a wrong host or port (one clear error at the first start)."""
-
-    connected: bool = False
-    # The highest position the server reported to this process on the slot (commit ends and
-    # keepalive positions). The slot follows keepalives once everything is confirmed (see
-    # replication.py), so after a server restart a slot up to here is our own doing, not a gap.
-    seen_lsn: int = 0
-    # Columns already reported as left out (no Debezium mapping): one warning per run.
-    warned_columns: set[tuple[str, str]] = field(default_factory=set)
-
-
-# One history per loaded config when the caller passes none (the CLI's factory builds every
-# attempt's source from the same config object).
-_HISTORIES: weakref.WeakKeyDictionary[ConnectorConfig, ConnectHistory] = weakref.WeakKeyDictionary()
-
-
-def history_for(cfg: ConnectorConfig) -> ConnectHistory:
-    return _HISTORIES.setdefault(cfg, ConnectHistory())
-
-
 class PostgresSource:
     # acknowledge() only records the LSN when called from another thread (the engine's offset
     # flusher); the reading thread sends it (replication.ReplicationStream.send_feedback).
@@ -79,10 +56,10 @@ class PostgresSource:
         *,
         until_caught_up: bool = False,
         max_seconds: float | None = None,
-        history: ConnectHistory | None = None,
+        memory: RunMemory | None = None,
     ) -> None:
         self.cfg = cfg
-        self.history = history if history is not None else history_for(cfg)
+        self.memory = memory if memory is not None else memory_for(cfg)
         assert isinstance(cfg.source, PostgresSettings)
         self.src = src = cfg.source
         self.until_caught_up = until_caught_up
@@ -112,9 +89,8 @@ class PostgresSource:
     # ------------------------------------------------------------------ lifecycle
     def open(self, start_offset: dict[str, Any] | None) -> None:
         params = PgConnParams.from_settings(self.src)
-        self._first = not self.history.connected  # start-up warnings: once per run, not per reconnect
-        self._conn = connect(params, unreachable_is_transient=self.history.connected)
-        self.history.connected = True
+        self._conn = connect(params, unreachable_is_transient=self.memory.connected)
+        self.memory.connected = True
         try:
             self._open(params, start_offset)
         except psycopg2.Error as exc:
@@ -126,7 +102,7 @@ class PostgresSource:
         checks.check_server(self._conn, params)
         tables = list_tables(self._conn)
         captured = [(s, t) for s, t, *_ in tables if self.filters.captures(s, t)]
-        if not captured and self._first:
+        if not captured and self.memory.first_time("nothing captured"):
             checks.warn_nothing_captured(src, tables)
         done = publications.ensure_publication(
             self._conn,
@@ -151,7 +127,10 @@ class PostgresSource:
                 )
             else:
                 err = slots.check_resume(
-                    info, int(start_offset.get("lsn_flush", 0)), slot_name, known_lsn=self.history.seen_lsn
+                    info,
+                    int(start_offset.get("lsn_flush", 0)),
+                    slot_name,
+                    known_lsn=self.memory.seen_position,
                 )
                 if err is not None:
                     raise err
@@ -167,16 +146,18 @@ class PostgresSource:
         self._seq_commit = start_offset.get("seq_commit") if start_offset else None
         self._target = slots.current_wal_lsn(self._conn) if self.until_caught_up else None
         self._tables = TableCache(
-            self._conn, self.cfg, self.namer, self.filters, self.rules, warned=self.history.warned_columns
+            self._conn, self.cfg, self.namer, self.filters, self.rules, warned=self.memory.warned
         )
-        # skip.messages.without.change / event.processing.failure.handling.mode: chosen once here.
-        factory = factory_class(src)
-        self._events = factory(
+        self._events = PgEventFactory(
             self.cfg.topic_prefix,
             src.database_dbname,
             self.namer.transaction_topic,
             self.tx_meta,
             src.binary_handling_mode,
+        )
+        # skip.messages.without.change / event.processing.failure.handling.mode: chosen once here.
+        self._events.change = with_options(  # type: ignore[method-assign]  # this instance's variant
+            self._events.change, src, unchanged=_unchanged_update, where=_where
         )
         self._stream = replication.ReplicationStream(
             params,
@@ -236,7 +217,7 @@ class PostgresSource:
         says the batch is full, when the stream goes quiet, before a heartbeat, and at the stop
         (`stop()`, `max_seconds`, or caught up with `until_caught_up`)."""
         assert self._stream is not None and self._tables is not None and self._events is not None
-        stream, history = self._stream, self.history
+        stream, memory = self._stream, self.memory
         c = MessageConsumer(
             self._tables,
             self._events,
@@ -275,8 +256,8 @@ class PostgresSource:
                 wal_end = stream.wal_end
                 if wal_end > c.flush_lsn:
                     c.flush_lsn = wal_end
-                if c.flush_lsn > history.seen_lsn:
-                    history.seen_lsn = c.flush_lsn
+                if c.flush_lsn > memory.seen_position:
+                    memory.seen_position = c.flush_lsn
                 if c.pending or c.more_cut:
                     # Also after a size cut with nothing left: tells the engine to commit now.
                     yield c.cut(False)
@@ -303,15 +284,18 @@ class PostgresSource:
                     cur.execute(self.heartbeat_query)
             except psycopg2.Error as exc:
                 raise translate_error(exc, "running heartbeat.action.query") from exc
-        now = int(time.time() * 1000)
-        rec = Record(
-            self.namer.heartbeat_topic,
-            {"serverName": self.cfg.topic_prefix},
-            {"ts_ms": now},
-            env.HEARTBEAT_KEY,
-            env.HEARTBEAT_VALUE,
+        return Batch(
+            [env.heartbeat(self.namer.heartbeat_topic, self.cfg.topic_prefix)], off, extra={"heartbeat": True}
         )
-        return Batch([rec], off, extra={"heartbeat": True})
 
 
-__all__ = ["ConnectHistory", "PostgresSource", "history_for", "offset_key"]
+__all__ = ["PostgresSource", "offset_key"]
+
+
+def _unchanged_update(out: Any, tx: Any, ts: TableSchema, m: Any, *rest: Any) -> bool:
+    """An UPDATE whose old and new rows are equal (needs REPLICA IDENTITY FULL to know)."""
+    return type(m) is pgo.Update and unchanged_update(ts, m.old, m.new)
+
+
+def _where(out: Any, tx: Any, ts: TableSchema, m: Any, lsn: int, *rest: Any) -> str:
+    return f"change of {ts.collection} at LSN {Lsn(lsn)}"

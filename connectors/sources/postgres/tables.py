@@ -8,6 +8,7 @@ not carry them (Debezium reads them the same way).
 from __future__ import annotations
 
 import logging
+from collections.abc import Hashable
 from typing import Any
 
 import psycopg2
@@ -33,7 +34,7 @@ class TableCache:
         namer: TopicNamer,
         filters: TableFilters,
         rules: ColumnRules,
-        warned: set[tuple[str, str]] | None = None,
+        warned: set[Hashable] | None = None,
     ) -> None:
         self.conn, self.cfg, self.namer, self.filters, self.rules = conn, cfg, namer, filters, rules
         assert isinstance(cfg.source, PostgresSettings)
