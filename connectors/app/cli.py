@@ -109,7 +109,7 @@ def _guarded(command: F) -> F:
         except Exception as e:
             _fail(e)
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper  # type: ignore[return-value]  # functools.wraps keeps F's signature
 
 
 @app.command()

@@ -269,7 +269,7 @@ def interval_micros(years: int, months: int, days: int, hours: int, minutes: int
 def interval_iso(years: int, months: int, days: int, hours: int, minutes: int, seconds: float) -> str:
     """Debezium Interval.toIsoString: 'P1Y2M3DT4H5M6.78S' (seconds at most 6 decimals, no trailing 0s)."""
     sec = Decimal(repr(seconds))  # BigDecimal.valueOf(double) goes through Double.toString
-    if -sec.as_tuple().exponent > 6:  # type: ignore[operator]
+    if -sec.as_tuple().exponent > 6:  # type: ignore[operator]  # finite here: the exponent is an int
         sec = sec.quantize(Decimal("0.000001"), rounding="ROUND_DOWN")
     return f"P{years}Y{months}M{days}DT{hours}H{minutes}M{java_plain_string(sec.normalize())}S"
 

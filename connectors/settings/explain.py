@@ -22,6 +22,7 @@ from connectors.settings.catalog import (
 from connectors.settings.config import MASK, ConnectorConfig
 from connectors.settings.files import _scalar_text
 from connectors.settings.model import SOURCE_SETTINGS, property_names
+from connectors.settings.modes import Connector
 from connectors.settings.validate import SOURCE_PREFIX
 
 Origin = Literal["file", "default", "unset"]
@@ -36,10 +37,10 @@ class Setting:
     description: str
 
 
-def _status(name: str, connector: str) -> str:
+def _status(name: str, connector: Connector) -> str:
     if name in SERVER_PROPERTIES or any(name.startswith(p) for p, _ in SERVER_PREFIXES):
         return "used"
-    if name in property_names(SOURCE_SETTINGS[connector]):  # type: ignore[index]
+    if name in property_names(SOURCE_SETTINGS[connector]):
         return "used"
     for table, label in ((NO_EFFECT, "ignored"), (NOT_YET, "not used yet"), (IGNORED, "ignored")):
         for pattern, reason in table:

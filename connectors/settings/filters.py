@@ -19,29 +19,17 @@ from typing import Any
 from connectors.api import ConfigError
 from connectors.settings.catalog import HASH_ALGORITHMS
 from connectors.settings.model import MySqlSettings, PostgresSettings, SourceSettings
+from connectors.settings.values import compile_regex
 
 log = logging.getLogger(__name__)
 
 Pattern = re.Pattern[str]
 
 
-def split_regex_list(value: str | Iterable[str] | None) -> list[str]:
-    if value is None:
-        return []
-    if not isinstance(value, str):
-        return [v.strip() for v in value if v and v.strip()]
-    parts = re.split(r"(?<!\\),", value)
-    return [p.replace("\\,", ",").strip() for p in parts if p.strip()]
-
-
-def compile_list(value: str | Iterable[str] | None, key: str = "") -> list[Pattern]:
-    out = []
-    for p in split_regex_list(value):
-        try:
-            out.append(re.compile(p, re.IGNORECASE))
-        except re.error as e:
-            raise ConfigError(f"{key}: invalid regular expression {p!r}: {e}") from None
-    return out
+def compile_list(patterns: Iterable[str]) -> list[Pattern]:
+    """A regex-list property's patterns (already split and checked by the configuration),
+    compiled anchored and case-insensitive as Debezium matches them."""
+    return [compile_regex(p) for p in patterns]
 
 
 def _matches(patterns: list[Pattern], name: str) -> bool:

@@ -19,14 +19,15 @@ def split_list(text: str) -> list[str]:
 def split_statements(text: str | None) -> list[str]:
     """`database.initial.statements` as Debezium's JdbcConnection splits it: `;` ends a
     statement, `;;` is a literal semicolon, statements are trimmed and empty ones dropped."""
+    text = text or ""
     out: list[str] = []
     buf: list[str] = []
-    i, n = 0, len(text or "")
+    i, n = 0, len(text)
     while i < n:
-        ch = text[i]  # type: ignore[index]
+        ch = text[i]
         if ch != ";":
             buf.append(ch)
-        elif i + 1 < n and text[i + 1] == ";":  # type: ignore[index]
+        elif i + 1 < n and text[i + 1] == ";":
             buf.append(";")
             i += 1
         else:

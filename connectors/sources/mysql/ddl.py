@@ -629,7 +629,7 @@ class DdlParser:
         if current is None or current.primary_key or not _unique_key_qualifies(current, cols):
             return DdlResult([], db, "ignored")
         table = Table.from_dict(current.to_dict())
-        table.primary_key = [table.column(c).name for c in cols]  # type: ignore[union-attr]
+        table.primary_key = [table.column(c).name for c in cols]  # type: ignore[union-attr]  # checked above
         self.tables.put(table)
         return DdlResult([TableChange("ALTER", db, name, table)], db, "alter_table")
 
@@ -902,7 +902,7 @@ def _apply_key(table: Table, e: exp.Expression) -> None:
         schema = e.this
         names = _key_columns(schema.expressions) if isinstance(schema, exp.Schema) else []
         if _unique_key_qualifies(table, names):
-            table.primary_key = [table.column(n).name for n in names]  # type: ignore[union-attr]
+            table.primary_key = [table.column(n).name for n in names]  # type: ignore[union-attr]  # names of its columns
 
 
 def _column_key(table: Table, name: str, key: str | None) -> None:

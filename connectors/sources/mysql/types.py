@@ -83,7 +83,7 @@ class BinlogDecimal:
             return self.unscaled == other.unscaled and self.scale == other.scale
         return NotImplemented
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # mutable value compared by value: unhashable
 
     def __repr__(self) -> str:
         return f"BinlogDecimal({self.to_decimal()})"

@@ -133,7 +133,7 @@ class MessageConsumer:
                 "ts_usec": self.src_ts * 1000,
                 "complete": True,
             }
-        c, lsn, sub = rec.pos  # type: ignore[misc]
+        c, lsn, sub = rec.pos  # type: ignore[misc]  # PostgreSQL positions are (commit, lsn, sub)
         return {
             "lsn_flush": self.flush_lsn,
             "lsn_commit": c,

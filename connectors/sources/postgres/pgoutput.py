@@ -290,7 +290,7 @@ def _update(buf: bytes) -> Update:
     if old_kind == "O" and UNCHANGED_TOAST in new:
         # REPLICA IDENTITY FULL: the old tuple holds the unchanged TOASTed values, and Debezium
         # 3.6 emits them in `after` instead of the placeholder (checked by the conformance test).
-        new = [o if v is UNCHANGED_TOAST else v for v, o in zip(new, old, strict=False)]  # type: ignore[arg-type]
+        new = [o if v is UNCHANGED_TOAST else v for v, o in zip(new, old, strict=False)]  # type: ignore[arg-type]  # a sentinel among the values
     return Update(oid, new, old, old_kind)
 
 
