@@ -455,24 +455,48 @@ def test_only_pgoutput(plugin: str) -> None:
 
 
 def test_snapshot_modes() -> None:
-    assert set(POSTGRES_AVAILABLE_SNAPSHOT_MODES) == {"no_data", "never"}
+    assert set(POSTGRES_AVAILABLE_SNAPSHOT_MODES) == {
+        "always", "configuration_based", "initial", "initial_only", "never", "no_data", "when_needed"
+    }  # fmt: skip
     assert {"no_data", "never"} <= MYSQL_AVAILABLE_SNAPSHOT_MODES
-    msg = errors_of(plain(snapshot__mode="initial"))
-    assert (
-        "snapshot.mode=initial is not available yet in Tidemark; use no_data (stream from the slot's position)"
-        in msg
-    )
-    msg = errors_of(plain(snapshot__mode="exported"))  # 1.x name, now initial
-    assert "snapshot.mode=initial is not available yet" in msg
+    for mode in POSTGRES_AVAILABLE_SNAPSHOT_MODES:
+        assert from_mapping(plain(snapshot__mode=mode)).source.snapshot_mode == mode
+    # 1.x name, now initial
+    assert from_mapping(plain(snapshot__mode="exported")).source.snapshot_mode == "initial"
+    msg = errors_of(plain(snapshot__mode="custom"))
+    assert "snapshot.mode=custom is not supported: it loads a Java Snapshotter class; use initial" in msg
     msg = errors_of(plain(snapshot__mode="sometimes"))
     assert "snapshot.mode=sometimes is not one of always, configuration_based, custom, initial" in msg
     assert from_mapping(plain(snapshot__mode="never")).origin.properties["snapshot.mode"] == "never"
 
 
-def test_snapshot_mode_unset_falls_back_with_warning() -> None:
+def test_snapshot_mode_unset_is_initial() -> None:
     cfg = from_mapping(plain(snapshot__mode=None))
-    assert cfg.origin.properties["snapshot.mode"] == "no_data"
-    assert any("Debezium's default (initial) is not available yet" in w for w in cfg.origin.warnings)
+    assert cfg.source.snapshot_mode == "initial"  # Debezium's default
+    assert not any("snapshot.mode" in w for w in cfg.origin.warnings)
+
+
+@pytest.mark.parametrize(
+    ("sql", "problem"),
+    [
+        ("DELETE FROM public.c", "must be a SELECT statement (it starts with 'DELETE')"),
+        ("SELECT * FROM public.c; DROP TABLE public.c", "must be one SELECT statement, found 2"),
+        ("SELECT * FROM public.d", "must select from public.c only (it reads public.d)"),
+        ("SELECT * FROM public.c JOIN public.d ON true", "must select from public.c only"),
+        ("SELECT * FROM public.c WHERE id IN (SELECT id FROM c)", "must be a plain SELECT ... FROM public.c"),
+        ("SELECT * FROM public.c WHERE (", "not a valid SELECT statement"),
+    ],
+)
+def test_select_override_must_be_one_select_of_its_table(sql: str, problem: str) -> None:
+    msg = errors_of(plain(**{"snapshot.select.statement.overrides.public.c": sql}))
+    assert f"snapshot.select.statement.overrides.public.c: {problem}" in msg
+
+
+def test_select_override_accepted() -> None:
+    sql = "SELECT * FROM public.c WHERE deleted = false"
+    cfg = from_mapping(plain(**{"snapshot.select.statement.overrides.public.c": sql}))
+    assert cfg.source.select_overrides == {"public.c": sql}
+    assert not any("snapshot" in w for w in cfg.origin.warnings)  # PostgreSQL acts on it
 
 
 def test_queue_and_batch_sizes() -> None:
@@ -728,11 +752,12 @@ def test_snapshot_signal_notification_keys_not_yet(tmp_path: Path) -> None:
         ignoring.startswith("ignoring properties") and "tasks.max" in ignoring and "snapshot" not in ignoring
     )
     assert later.startswith("accepted but not used yet: ")
+    # PostgreSQL's initial snapshots read snapshot.fetch.size and the overrides; incremental ones are to come
     assert (
-        "debezium.source.incremental.snapshot.chunk.size, debezium.source.snapshot.fetch.size, "
-        "debezium.source.snapshot.select.statement.overrides.public.c (they take effect once snapshots are "
-        "available in Tidemark)"
+        "debezium.source.incremental.snapshot.chunk.size (they take effect once snapshots are available in "
+        "Tidemark)"
     ) in later
+    assert "snapshot.fetch.size" not in later and "overrides" not in later
     assert (
         "debezium.source.signal.consumer.security.protocol, debezium.source.signal.data.collection (they "
         "take effect once signals are available in Tidemark)"

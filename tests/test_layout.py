@@ -4,7 +4,7 @@
   blocks do not, they never run);
 - no module imports Spark or Airflow (`connectors` is the lean streaming package);
 - each layer imports only the layers below it:
-  api → settings → format → sources/state → sinks → engine → app.
+  api → settings → format → sources/state → sinks → snapshot → engine → app.
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ ALLOWED: dict[str, set[str]] = {
     "state": {"api"},
     "sources": {"api", "settings", "format", "state"},
     "sinks": {"api", "settings", "format", "state"},
-    "engine": {"api", "settings", "format", "state", "sources", "sinks"},
-    "app": {"api", "settings", "format", "state", "sources", "sinks", "engine"},
+    "snapshot": {"api", "settings", "format", "state", "sources", "sinks"},
+    "engine": {"api", "settings", "format", "state", "sources", "sinks", "snapshot"},
+    "app": {"api", "settings", "format", "state", "sources", "sinks", "snapshot", "engine"},
 }
 
 

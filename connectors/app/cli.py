@@ -123,7 +123,9 @@ def run(
     metrics_port: int = typer.Option(0, "--metrics-port", help="Serve Prometheus metrics on this port"),
     log_level: LogLevel = LogLevelOpt("INFO"),
 ) -> None:
-    """Stream changes until SIGTERM/SIGINT (or the bounded-mode limit), then stop cleanly."""
+    """Snapshot as snapshot.mode says, then stream changes until SIGTERM/SIGINT (or the
+    bounded-mode limit), then stop cleanly."""
+    from connectors.app.snapshot_job import needs_job, run_job
     from connectors.engine.loop import close_all
     from connectors.engine.wiring import build_engine
     from connectors.settings.config import load
@@ -133,6 +135,11 @@ def run(
         cfg = load(config)
     except TidemarkError as e:
         _fail(e, 2)
+    if needs_job(cfg):
+        outcome = run_job(config, log_level.value)
+        if not outcome["stream"]:
+            log.info("not streaming: %s", outcome["reason"])
+            return
     engine = None
     stop_asked: list[int] = []
 
@@ -171,6 +178,28 @@ def run(
     finally:
         if engine is not None:
             close_all(engine.sinks)
+
+
+@app.command()
+@_guarded
+def snapshot(config: Path = ConfigOpt, log_level: LogLevel = LogLevelOpt("INFO")) -> None:
+    """Run only the snapshot snapshot.mode asks for (or resume an unfinished one), then exit:
+    what schedulers and the Airflow DAGs run. `tidemark run` does the same before streaming."""
+    import orjson
+
+    from connectors.app.snapshot_job import needs_job, run_job
+    from connectors.settings.config import load
+
+    _setup_logging(log_level)
+    try:
+        cfg = load(config)
+    except TidemarkError as e:
+        _fail(e, 2)
+    if not needs_job(cfg):
+        typer.echo(f"snapshot.mode={cfg.source.snapshot_mode}: nothing to snapshot")
+        return
+    outcome = run_job(config, log_level.value)
+    typer.echo(orjson.dumps(outcome).decode())
 
 
 @offsets_app.command("show")
@@ -214,8 +243,9 @@ def offsets_reset(
 
     The Delta change log keeps its rows; its app-transaction marker is left, so rows already
     landed are never written twice."""
+    from connectors.engine.wiring import reset_offsets
     from connectors.settings.config import load
-    from connectors.state.offsets import DeltaOffsetStore
+    from connectors.snapshot.progress import SnapshotProgress
 
     _setup_logging(log_level)
     try:
@@ -225,16 +255,9 @@ def offsets_reset(
     if not yes:
         typer.confirm(f"Reset the offsets of connector {cfg.name!r}?", abort=True)
     try:
-        store = DeltaOffsetStore(cfg.warehouse, cfg.name)
-        seqs = [store.last_seq() or 0]
-        if "delta" in cfg.sink_types:
-            from connectors.sinks.delta import DeltaChangeLogSink
-
-            own = DeltaChangeLogSink.from_config(cfg).last_offset()
-            seqs.append(own[0] if own else 0)
-        # A marker newer than every stored offset (the Delta change log keeps its rows and its
-        # own markers, so nothing already landed is rewritten).
-        store.save(max(seqs) + 1, {"reset": True})
+        reset_offsets(cfg)
+        # ... and the snapshot history: snapshot.mode=initial snapshots again on the next run.
+        SnapshotProgress(cfg.warehouse, cfg.name).forget()
     except TidemarkError as e:
         _fail(e)
     typer.echo(

@@ -119,6 +119,10 @@ class Engine:
                 )
         return max_seq + 1, start, skips
 
+    def resume_offset(self) -> dict[str, Any] | None:
+        """The offset the next run resumes from (None: nothing stored, or reset)."""
+        return self._durable()[1]
+
     # ------------------------------------------------------------------ run
     def stop(self) -> None:
         """Ask the loop to finish the current batch and return (signal-handler safe)."""

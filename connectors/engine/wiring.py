@@ -40,6 +40,36 @@ def build_engine(
     )
 
 
+def stored_offset(cfg: ConnectorConfig) -> dict[str, Any] | None:
+    """The offset a run of `cfg` would resume from (what the snapshot modes decide on)."""
+    from connectors.engine.loop import close_all
+
+    sinks = build_sinks(cfg)
+    try:
+        _, offset_key = _source(cfg)
+        engine = Engine(_no_source, sinks, DeltaOffsetStore(cfg.warehouse, cfg.name), offset_key=offset_key)
+        return engine.resume_offset()
+    finally:
+        close_all(sinks)
+
+
+def _no_source() -> Source:
+    raise AssertionError("an engine built to read the stored offsets never runs")
+
+
+def reset_offsets(cfg: ConnectorConfig) -> None:
+    """Forget the stored offsets: the next run starts where the server stands (or where a
+    snapshot taken now puts it). The Delta change log keeps its rows and its app-transaction
+    markers, so rows already landed are never written twice."""
+    store = DeltaOffsetStore(cfg.warehouse, cfg.name)
+    seqs = [store.last_seq() or 0]
+    if "delta" in cfg.sink_types:
+        own = DeltaChangeLogSink.from_config(cfg).last_offset()
+        seqs.append(own[0] if own else 0)
+    # A marker newer than every stored offset.
+    store.save(max(seqs) + 1, {"reset": True})
+
+
 def _source(cfg: ConnectorConfig) -> tuple[Callable[..., Source], Callable[[dict[str, Any] | None], tuple]]:
     """The source class of the configured connector and its offsets' total order. Imported here,
     not at the top: a PostgreSQL-only process never loads the binlog reader, and vice versa."""

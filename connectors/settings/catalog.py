@@ -35,12 +35,15 @@ from connectors.settings.modes import (
     MySqlTimePrecision,
     NameAdjustment,
     Operation,
+    PgSnapshotLocking,
     PgSnapshotMode,
     PgSslMode,
     PgTimePrecision,
     PluginName,
     PublicationMode,
     SinkType,
+    SnapshotQueryMode,
+    SnapshotTableOrder,
     WireFormat,
     choices,
 )
@@ -78,7 +81,9 @@ CONNECTOR_CLASSES: dict[str, Connector] = {
 """`connector.class` values (lower-cased) → Tidemark connector name."""
 
 # --------------------------------------------------------------------------- snapshot modes
-POSTGRES_AVAILABLE_SNAPSHOT_MODES: frozenset[str] = frozenset({"no_data", "never"})
+POSTGRES_AVAILABLE_SNAPSHOT_MODES: frozenset[str] = frozenset(
+    {"always", "configuration_based", "initial", "initial_only", "never", "no_data", "when_needed"}
+)
 """PostgreSQL `snapshot.mode` values this Tidemark release implements (add here as they land)."""
 
 MYSQL_AVAILABLE_SNAPSHOT_MODES: frozenset[str] = frozenset({"no_data", "never"})
@@ -91,7 +96,7 @@ AVAILABLE_SNAPSHOT_MODES: dict[Connector, frozenset[str]] = {
 }
 
 DEFAULT_SNAPSHOT_MODE: dict[Connector, str] = {
-    "postgres": "no_data",
+    "postgres": "initial",
     "mysql": "no_data",
     "mariadb": "no_data",
 }
@@ -99,7 +104,7 @@ DEFAULT_SNAPSHOT_MODE: dict[Connector, str] = {
 warning says so. Set to "initial" once initial snapshots land."""
 
 SNAPSHOT_MODE_HINT: dict[Connector, str] = {
-    "postgres": "use no_data (stream from the slot's position)",
+    "postgres": "use initial, initial_only, always, when_needed, configuration_based, no_data or never",
     "mysql": "use no_data (capture the schema, then stream from the current binlog position)",
     "mariadb": "use no_data (capture the schema, then stream from the current binlog position)",
 }
@@ -198,10 +203,10 @@ COMMON: tuple[Prop, ...] = (
     P("snapshot.mode.configuration.based.snapshot.schema", "bool", False),
     P("snapshot.mode.configuration.based.start.stream", "bool", False),
     P("snapshot.mode.custom.name", "str"),
-    P("snapshot.query.mode", "enum", "select_all", ("custom", "select_all")),
+    P("snapshot.query.mode", "enum", "select_all", choices(SnapshotQueryMode)),
     P("snapshot.query.mode.custom.name", "str"),
     P("snapshot.select.statement.overrides", "str"),
-    P("snapshot.tables.order.by.row.count", "enum", "disabled", ("ascending", "descending", "disabled")),
+    P("snapshot.tables.order.by.row.count", "enum", "disabled", choices(SnapshotTableOrder)),
     P("statistics.metrics.enabled", "bool", True),
     P("streaming.delay.ms", "int", 0),
     P("table.exclude.list", "regex-list"),
@@ -284,7 +289,7 @@ POSTGRES: tuple[Prop, ...] = (
         "serializable",
         ("read_committed", "read_uncommitted", "repeatable_read", "serializable"),
     ),
-    P("snapshot.locking.mode", "enum", "none", ("custom", "none", "shared")),
+    P("snapshot.locking.mode", "enum", "none", choices(PgSnapshotLocking)),
     P("snapshot.mode", "enum", "initial", choices(PgSnapshotMode)),
     P("sourceinfo.struct.maker", "str", "io.debezium.connector.postgresql.PostgresSourceInfoStructMaker"),
     P("status.update.interval.ms", "int", 10000),
@@ -631,7 +636,26 @@ NOT_YET: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"notification\..+"), "they take effect once notifications are available in Tidemark"),
 )
 """Snapshot, signal and notification keys (catalog keys and prefix families): accepted and
-type-checked, with one warning that they are not used yet."""
+type-checked, with one warning that they are not used yet (unless IMPLEMENTED says otherwise)."""
+
+IMPLEMENTED: dict[Connector, re.Pattern[str]] = {
+    "postgres": re.compile(
+        r"snapshot\.(include\.collection\.list|select\.statement\.overrides(\..+)?|fetch\.size|max\.threads"
+        r"|max\.threads\.multiplier|tables\.order\.by\.row\.count|delay\.ms|lock\.timeout\.ms|locking\.mode"
+        r"|query\.mode|mode\.configuration\.based\..+)"
+    ),
+    "mysql": re.compile(r"(?!)"),
+    "mariadb": re.compile(r"(?!)"),
+}
+"""Keys NOT_YET matches that a connector already acts on (its snapshot settings)."""
+
+
+def not_yet_reason(name: str, connector: Connector) -> str | None:
+    """Why `name` has no effect yet for `connector` (None: it has, or it is not a future feature)."""
+    if IMPLEMENTED[connector].fullmatch(name):
+        return None
+    return next((reason for pattern, reason in NOT_YET if pattern.fullmatch(name)), None)
+
 
 SINK_IGNORED: tuple[tuple[re.Pattern[str], str], ...] = (
     (
@@ -667,6 +691,9 @@ SERVER_PROPERTIES: dict[str, Prop] = {
         P("tidemark.commit.max.events", "int", 4096),
         # Offset-table saves (for Kafka/jsonl) at most this often; the source is acknowledged after.
         P("tidemark.offsets.flush.interval.ms", "int", 1000),
+        # Snapshots: the Spark master the snapshot job runs on, and rows per primary-key chunk.
+        P("tidemark.spark.master", "str", "local[*]"),
+        P("tidemark.snapshot.chunk.rows", "int", 100000),
     )
 }
 """Debezium Server sink/format keys and Tidemark's own keys (full names)."""
@@ -674,6 +701,7 @@ SERVER_PROPERTIES: dict[str, Prop] = {
 SERVER_PREFIXES: tuple[tuple[str, PropType], ...] = (
     ("debezium.sink.kafka.producer.", "str"),
     ("debezium.sink.delta.storage.", "str"),  # delta-rs storage options; values are secrets
+    ("tidemark.spark.conf.", "str"),  # Spark configuration for the snapshot job (spark.* keys)
 )
 """Families of full keys accepted as pass-through strings (any Kafka producer setting, any
 delta-rs storage option)."""

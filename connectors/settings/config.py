@@ -175,7 +175,11 @@ def build(v: Validated, path: Path | None) -> ConnectorConfig:
         jsonl=JsonlSinkSettings(path=sink.get("jsonl.path")),
     )
     fmt = FormatSettings.model_validate(_strip_prefix(server, "debezium.format."))
-    runtime = RuntimeSettings.model_validate(_strip_prefix(server, "tidemark."))
+    tidemark = _strip_prefix(server, "tidemark.")
+    runtime = RuntimeSettings.model_validate(
+        {k: x for k, x in tidemark.items() if not k.startswith("spark.conf.")}
+        | {"spark_conf": {k: str(x) for k, x in _strip_prefix(tidemark, "spark.conf.").items()}}
+    )
     origin = ConfigOrigin(
         path, v.raw, v.source, v.server, v.source_text, v.full_names, v.server_shape, v.warnings, v.sanitize
     )

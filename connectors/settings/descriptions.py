@@ -353,6 +353,11 @@ _SERVER: dict[str, str] = {
     "tidemark.offsets.flush.interval.ms": (
         "Least time, in ms, between saves of the offset table kept for the kafka and jsonl sinks (Delta keeps its own)."
     ),
+    "tidemark.spark.master": "Spark master URL the snapshot job runs on: local[*] (every core of this machine) or any cluster master.",
+    "tidemark.snapshot.chunk.rows": (
+        "Target rows per snapshot chunk: tables are split into primary-key ranges of about this many rows, each read by "
+        "one Spark task and committed (and resumed) on its own; it bounds a task's memory."
+    ),
 }
 
 # --------------------------------------------------------------------------- families and prefixes
@@ -379,6 +384,7 @@ _FAMILIES: dict[str, str] = {
         "...)."
     ),
     "debezium.sink.delta.storage.": "delta-rs storage options for the Delta table's object store (credentials, region, endpoint, ...).",
+    "tidemark.spark.conf.": "Spark configuration for the snapshot job: tidemark.spark.conf.spark.executor.memory=4g sets spark.executor.memory.",
 }
 
 DESCRIPTIONS: dict[str, str] = {**_COMMON, **_POSTGRES, **_MYSQL, **_SHARED, **_SERVER, **_FAMILIES}

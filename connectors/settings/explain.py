@@ -13,11 +13,11 @@ from connectors.settings.catalog import (
     DEFAULT_ONLY,
     IGNORED,
     NO_EFFECT,
-    NOT_YET,
     PREFIX_FAMILIES,
     SERVER_PREFIXES,
     SERVER_PROPERTIES,
     describe,
+    not_yet_reason,
 )
 from connectors.settings.config import MASK, ConnectorConfig
 from connectors.settings.files import _scalar_text
@@ -42,10 +42,15 @@ def _status(name: str, connector: Connector) -> str:
         return "used"
     if name in property_names(SOURCE_SETTINGS[connector]):
         return "used"
-    for table, label in ((NO_EFFECT, "ignored"), (NOT_YET, "not used yet"), (IGNORED, "ignored")):
-        for pattern, reason in table:
-            if pattern.fullmatch(name):
-                return f"{label}: {reason}"
+    for pattern, reason in NO_EFFECT:
+        if pattern.fullmatch(name):
+            return f"ignored: {reason}"
+    later = not_yet_reason(name, connector)
+    if later is not None:
+        return f"not used yet: {later}"
+    for pattern, reason in IGNORED:
+        if pattern.fullmatch(name):
+            return f"ignored: {reason}"
     if name in DEFAULT_ONLY:
         return f"default only: {DEFAULT_ONLY[name].missing}"
     for fam in PREFIX_FAMILIES:

@@ -36,12 +36,15 @@ from connectors.settings.modes import (
     MySqlTimePrecision,
     NameAdjustment,
     Operation,
+    PgSnapshotLocking,
     PgSnapshotMode,
     PgSslMode,
     PgTimePrecision,
     PluginName,
     PublicationMode,
     SinkType,
+    SnapshotQueryMode,
+    SnapshotTableOrder,
     WireFormat,
 )
 
@@ -115,6 +118,7 @@ class SourceSettings(_Frozen):
     column_propagate_source_type: Patterns
     datatype_propagate_source_type: Patterns
     message_key_columns: str | None
+    snapshot_mode: str  # each connector's Literal (PgSnapshotMode, MySqlSnapshotMode)
     # `column.mask.*` / `column.truncate.*` families, in configuration order
     column_rules: tuple[ColumnRule, ...] = Field(alias="column_rules")
     # `snapshot.select.statement.overrides.<table>` → SELECT
@@ -130,6 +134,20 @@ class PostgresSettings(SourceSettings):
     database_sslpassword: SecretStr | None
     database_tcp_keep_alive: bool = Field(alias="database.tcpKeepAlive")
     snapshot_mode: PgSnapshotMode
+    snapshot_mode_configuration_based_snapshot_data: bool
+    snapshot_mode_configuration_based_snapshot_schema: bool
+    snapshot_mode_configuration_based_start_stream: bool
+    snapshot_mode_configuration_based_snapshot_on_schema_error: bool
+    snapshot_mode_configuration_based_snapshot_on_data_error: bool
+    snapshot_include_collection_list: Patterns
+    snapshot_fetch_size: int | None
+    snapshot_max_threads: int
+    snapshot_max_threads_multiplier: int
+    snapshot_tables_order_by_row_count: SnapshotTableOrder
+    snapshot_delay_ms: int
+    snapshot_lock_timeout_ms: int
+    snapshot_locking_mode: PgSnapshotLocking
+    snapshot_query_mode: SnapshotQueryMode
     time_precision_mode: PgTimePrecision
     hstore_handling_mode: HstoreMode
     interval_handling_mode: IntervalMode
@@ -222,6 +240,10 @@ class RuntimeSettings(_Frozen):
     warehouse: Path
     commit_max_events: int
     offsets_flush_interval_ms: int
+    spark_master: str
+    snapshot_chunk_rows: int
+    # `tidemark.spark.conf.<spark key>` → value, for the snapshot job's SparkSession
+    spark_conf: Mapping[str, str] = Field(alias="spark_conf")
 
 
 SOURCE_SETTINGS: dict[Connector, type[SourceSettings]] = {
@@ -236,7 +258,7 @@ def property_names(model: type[_Frozen]) -> dict[str, str]:
     return {f.alias or name: name for name, f in model.model_fields.items() if f.alias not in _DERIVED}
 
 
-_DERIVED = {"column_rules", "select_overrides"}
+_DERIVED = {"column_rules", "select_overrides", "spark_conf"}
 
 
 def build_source(connector: Connector, values: Mapping[str, Any], **derived: Any) -> SourceSettings:

@@ -22,6 +22,9 @@ Operation = Literal["c", "u", "d", "t", "r", "none"]
 PgSnapshotMode = Literal[
     "always", "configuration_based", "custom", "initial", "initial_only", "never", "no_data", "when_needed"
 ]
+PgSnapshotLocking = Literal["custom", "none", "shared"]
+SnapshotTableOrder = Literal["ascending", "descending", "disabled"]
+SnapshotQueryMode = Literal["custom", "select_all"]
 PgTimePrecision = Literal[
     "adaptive", "adaptive_time_microseconds", "connect", "isostring", "microseconds", "nanoseconds"
 ]

@@ -26,7 +26,6 @@ from connectors.settings.catalog import (
     IGNORED,
     INCLUDE_EXCLUDE_PAIRS,
     NO_EFFECT,
-    NOT_YET,
     PREFIX_FAMILIES,
     REQUIRED,
     SERVER_PREFIXES,
@@ -39,9 +38,11 @@ from connectors.settings.catalog import (
     Connector,
     PrefixFamily,
     Prop,
+    not_yet_reason,
 )
 from connectors.settings.files import _scalar_text
 from connectors.settings.filters import hash_algorithm, parse_key_columns
+from connectors.settings.overrides import OverrideError, parse_override
 from connectors.settings.values import _convert, split_list
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,9 @@ _TOPIC_PREFIX_RE = re.compile(r"[A-Za-z0-9._-]+")
 
 
 # =========================================================================== validation
+_OVERRIDE = "snapshot.select.statement.overrides."
+
+
 def _family(key: str, connector: str) -> PrefixFamily | None:
     for fam in PREFIX_FAMILIES:
         if connector in fam.connectors and fam.pattern.fullmatch(key):
@@ -346,10 +350,22 @@ def validate(raw: dict[str, str], server_shape: bool, path: Path | None) -> Vali
             f"Tidemark; using {fallback}"
         )
         source["snapshot.mode"] = mode = fallback
-    if mode is not None and mode not in AVAILABLE_SNAPSHOT_MODES[connector]:
+    if mode == "custom":
+        problems.append(
+            f"{full('snapshot.mode')}=custom is not supported: it loads a Java Snapshotter class; "
+            f"{SNAPSHOT_MODE_HINT[connector]}"
+        )
+    elif mode is not None and mode not in AVAILABLE_SNAPSHOT_MODES[connector]:
         problems.append(
             f"{full('snapshot.mode')}={mode} is not available yet in Tidemark; {SNAPSHOT_MODE_HINT[connector]}"
         )
+    if connector == "postgres":
+        for key, sql in source.items():
+            if key.startswith(_OVERRIDE) and len(key) > len(_OVERRIDE):
+                try:
+                    parse_override(key[len(_OVERRIDE) :], str(sql), "postgres")
+                except OverrideError as e:
+                    problems.append(f"debezium.source.{e}" if full(key) != key else str(e))
     if connector != "postgres" and source.get("time.precision.mode") == "adaptive":
         # as Debezium 3.6's binlog connectors: a value of the enum, refused by their validation
         problems.append(
@@ -452,7 +468,7 @@ def _support(
                 keep = "remove it" if default is None else f"remove it or set {_scalar_text(default)}"
                 problems.append(f"{full(ck)}={text.strip()}: not supported yet: {rule.missing}; {keep}")
             continue
-        reason = _ignored_reason(ck, NOT_YET)
+        reason = not_yet_reason(ck, connector)  # type: ignore[arg-type]  # connector: a Connector name here
         if reason is not None and (ck in catalog or fam is not None):
             not_yet.setdefault(reason, []).append(full(ck))
     if smt:

@@ -600,6 +600,22 @@ class KafkaSink:
             send(r.topic, k, v, with_context(r, ctx) if ctx else r.headers)
         self._producer.flush(self._timeout)
 
+    def send_serialized(
+        self, topic: str, keys: Iterable[bytes | None], values: Iterable[bytes | None], headers: Headers
+    ) -> int:
+        """Send already-serialized records (a snapshot chunk's, built column-wise) to one topic
+        and wait until the broker holds them all. Returns how many were sent."""
+        if topic not in self._known:
+            self._producer.ensure_topics({topic})
+            self._known.add(topic)
+        send = self._producer.send
+        n = 0
+        for k, v in zip(keys, values, strict=True):
+            send(topic, k, v, headers)
+            n += 1
+        self._producer.flush(self._timeout)
+        return n
+
     def last_offset(self) -> tuple[int, dict[str, Any]] | None:
         return None
 

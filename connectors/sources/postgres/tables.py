@@ -13,6 +13,7 @@ from typing import Any
 
 import psycopg2
 
+from connectors.api import TerminalError
 from connectors.format import envelope as env
 from connectors.format import tableschema
 from connectors.format.tableschema import ColumnDef, TableSchema
@@ -69,6 +70,36 @@ class TableCache:
             raise translate_error(exc, f"reading the catalog for {rel.namespace}.{rel.name}") from exc
         self._schemas[oid] = ts
         return ts
+
+    def for_table(self, namespace: str, name: str) -> TableSchema | None:
+        """The schema streaming builds for this table, from the catalog alone (snapshots read
+        tables before any Relation message): None when the filters leave the table out."""
+        found = self.for_table_with_columns(namespace, name)
+        return None if found is None else found[0]
+
+    def for_table_with_columns(
+        self, namespace: str, name: str
+    ) -> tuple[TableSchema, list[catalog.ColumnInfo]] | None:
+        """`for_table` and the catalog columns of `TableSchema.columns`, position for position
+        (what snapshot_read.SnapshotColumns takes), read in one catalog look-up."""
+        if not self.filters.captures(namespace, name):
+            return None
+        try:
+            info = catalog.load_table(self.conn, namespace, name)
+        except LookupError:
+            raise TerminalError(
+                f"table {namespace}.{name} does not exist (dropped or renamed since it was listed)",
+                "check the table list; a table dropped mid-snapshot is left out on the next start",
+            ) from None
+        except psycopg2.Error as exc:
+            raise translate_error(exc, f"reading the catalog for {namespace}.{name}") from exc
+        rel = relation_from_catalog(info)
+        self.relation(rel)
+        ts = self.get(rel.oid)
+        if ts is None:
+            return None
+        by_name = {c.name: c for c in info.columns}
+        return ts, [by_name[c.name] for c in self._relations[rel.oid].columns]
 
     def _build(self, rel: pgoutput.Relation) -> TableSchema:
         info = catalog.load_table(self.conn, rel.namespace, rel.name)
@@ -156,6 +187,27 @@ _KINDS = {
     "b": "a base type",
     "e": "an enum",
 }
+
+
+def relation_from_catalog(info: catalog.TableInfo) -> pgoutput.Relation:
+    """The Relation message pgoutput would send for this table: its columns in attnum order
+    without generated ones (pgoutput leaves them out unless publish_generated_columns is set),
+    the replica identity's columns flagged as key."""
+    ident = info.replica_identity
+    if ident == "f":
+        key: set[str] | None = None  # FULL: every column is part of the identity
+    elif ident == "i":
+        key = set(info.identity_index_columns)
+    elif ident == "d":
+        key = set(info.primary_key)
+    else:
+        key = set()
+    cols = [
+        pgoutput.RelationColumn(1 if key is None or c.name in key else 0, c.name, c.type_oid, c.typmod)
+        for c in info.columns
+        if not c.generated
+    ]
+    return pgoutput.Relation(info.oid, info.schema, info.name, ident, cols)
 
 
 def mapping_schema_placeholder() -> Any:

@@ -272,7 +272,8 @@ def _decimal_mapping(length: int, scale: int, modes: TypeModes) -> tuple[Schema,
             if d is None:
                 return s.upper()
             u, sc = T.decimal_parts(d)
-            return T.java_bigdecimal_string(Decimal(T.set_scale(u, sc, scale)).scaleb(-scale))
+            # built from text: scaleb() would round to the context's 28 digits
+            return T.java_bigdecimal_string(Decimal(f"{T.set_scale(u, sc, scale)}E-{scale}"))
 
         return prim("string"), conv_str
     if variable:

@@ -1,0 +1,468 @@
+"""The initial-snapshot job: `spark-submit spark_jobs/snapshot.py --config FILE` (or
+`python -m spark_jobs.snapshot --config FILE`; `tidemark snapshot` and `tidemark run` start it).
+
+Driver: decide from `snapshot.mode` and what is stored whether to snapshot (or resume an
+unfinished snapshot), export one consistent view, plan primary-key chunks, record the plan in
+`_state/snapshots`, then run one Spark task per chunk (`snapshot_tasks.run_chunk`), up to the
+parallelism at once, committing every chunk on its own as it finishes:
+- Delta: the task's Parquet file is added in one Delta commit carrying the app transaction
+  `<connector>:snapshot:<id>:<chunk>`; a chunk whose app transaction is in the log is never
+  written again (the crash window between that commit and the progress row);
+- jsonl: the task's part is appended to the output file and fsynced (at least once: a crash
+  between the append and the progress row repeats the chunk);
+- Kafka: the task produced and flushed (at least once, as Debezium).
+Then the chunk's progress row; after the last chunk, the snapshot's "completed" row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from connectors.api import TerminalError, TidemarkError
+from connectors.settings.config import ConnectorConfig, load
+from connectors.snapshot.chunks import Chunk
+from connectors.snapshot.decide import Decision, decide
+from connectors.snapshot.progress import SnapshotProgress
+from spark_jobs.snapshot_tasks import ChunkResult, ChunkSpec, run_chunk
+
+log = logging.getLogger("tidemark.snapshot")
+
+
+@dataclass
+class Outcome:
+    decision: Decision
+    snapshot_id: str | None = None
+    rows: int = 0
+    chunks: int = 0
+    seconds: float = 0.0
+
+    def as_json(self) -> bytes:
+        d = self.decision
+        return orjson.dumps(
+            {
+                "snapshot": d.snapshot,
+                "stream": d.stream,
+                "reason": d.reason,
+                "snapshot_id": self.snapshot_id,
+                "rows": self.rows,
+                "chunks": self.chunks,
+                "seconds": round(self.seconds, 3),
+            }
+        )
+
+
+# --------------------------------------------------------------------------- Spark
+def spark_session(cfg: ConnectorConfig) -> Any:
+    """The job's SparkSession on `tidemark.spark.master` with `tidemark.spark.conf.*`."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise TerminalError(
+            "snapshots run on Spark, and pyspark is not installed",
+            "install the spark extra: pip install 'tidemark[spark]' (the README's set-up does)",
+        ) from None
+    # Executors run this interpreter (its virtualenv holds connectors and the drivers).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.master(cfg.runtime.spark_master).appName(f"tidemark-snapshot-{cfg.name}")
+    conf = {"spark.ui.showConsoleProgress": "false", **cfg.runtime.spark_conf}
+    for k, v in conf.items():
+        builder = builder.config(k, v)
+    try:
+        session = builder.getOrCreate()
+    except Exception as e:  # the JVM's own errors: Java missing, a bad master URL, ...
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise TerminalError(
+            f"Spark could not start (tidemark.spark.master={cfg.runtime.spark_master}): {first}",
+            "check tidemark.spark.master and tidemark.spark.conf.*, and that Java 17 is installed (java -version); "
+            "the next start resumes the snapshot",
+        ) from None
+    session.sparkContext.setLogLevel("WARN")
+    return session
+
+
+def _parallelism(cfg: ConnectorConfig, sc: Any) -> int:
+    """Chunks read at once: Spark's parallelism, or snapshot.max.threads when the file sets it."""
+    cores = int(sc.defaultParallelism)
+    if "snapshot.max.threads" in cfg.origin.source_text:
+        return max(1, min(cores, cfg.source.snapshot_max_threads))  # type: ignore[attr-defined]
+    return max(1, cores)
+
+
+# --------------------------------------------------------------------------- sinks on the driver
+class Committer:
+    """Makes a finished chunk durable in the sinks that need a driver step (Delta, jsonl)."""
+
+    def __init__(self, cfg: ConnectorConfig, snapshot_id: str) -> None:
+        self.cfg, self.snapshot_id = cfg, snapshot_id
+        self.delta_uri: str | None = None
+        self._dt: Any = None
+        if "delta" in cfg.sink_types:
+            d = cfg.sink.delta
+            uri = d.table_path or f"{str(cfg.warehouse).rstrip('/')}/{cfg.topic_prefix}/changelog"
+            if "://" in uri and not uri.startswith("file://"):
+                raise TerminalError(
+                    f"the snapshot job writes the Delta change log on a local or mounted file system; {uri} is an "
+                    "object-store URI",
+                    "stream to the object store, but run the snapshot with a local debezium.sink.delta.table.path "
+                    "(object-store snapshots come with a later release)",
+                )
+            self.delta_uri = uri.removeprefix("file://")
+            Path(self.delta_uri).mkdir(parents=True, exist_ok=True)
+        self.jsonl_path = cfg.sink.jsonl.path if "jsonl" in cfg.sink_types else None
+
+    def app_id(self, chunk: Chunk) -> str:
+        return f"{self.cfg.name}:snapshot:{self.snapshot_id}:{chunk.index}"
+
+    def _table(self) -> Any:
+        from deltalake import DeltaTable
+
+        if self._dt is None and self.delta_uri and DeltaTable.is_deltatable(self.delta_uri):
+            self._dt = DeltaTable(self.delta_uri)
+        return self._dt
+
+    def already_committed(self, chunk: Chunk) -> bool:
+        dt = self._table()
+        return dt is not None and dt.transaction_version(self.app_id(chunk)) is not None
+
+    def commit(self, chunk: Chunk, res: ChunkResult) -> None:
+        if self.delta_uri is not None:
+            self._commit_delta(chunk, res)
+        if self.jsonl_path and res.jsonl_part:
+            with open(res.jsonl_part, "rb") as src, open(self.jsonl_path, "ab") as out:
+                shutil.copyfileobj(src, out, 1 << 20)
+                out.flush()
+                os.fsync(out.fileno())
+            os.unlink(res.jsonl_part)
+
+    def _commit_delta(self, chunk: Chunk, res: ChunkResult) -> None:
+        from deltalake import CommitProperties, Transaction
+        from deltalake.transaction import AddAction, create_table_with_add_actions
+
+        from connectors.sinks.delta import SCHEMA
+
+        actions = [
+            AddAction(f["path"], f["size"], f["partition_values"], f["modification_time"], True, f["stats"])
+            for f in res.delta_files
+        ]
+        props = CommitProperties(
+            app_transactions=[Transaction(self.app_id(chunk), 0)],
+            custom_metadata={"tidemark.snapshot": self.snapshot_id, "tidemark.chunk": str(chunk.index)},
+        )
+        dt = self._table()
+        if dt is None:
+            from deltalake import Schema
+
+            create_table_with_add_actions(
+                self.delta_uri,  # type: ignore[arg-type]  # set when Delta is a sink
+                Schema.from_arrow(SCHEMA),
+                actions,
+                mode="append",
+                partition_by=["collection"],
+                name="tidemark change log",
+                commit_properties=props,
+            )
+        else:
+            dt.create_write_transaction(
+                actions, "append", dt.schema(), ["collection"], commit_properties=props
+            )
+
+
+# --------------------------------------------------------------------------- progress display
+class Progress:
+    """Tables done / total, rows, rows/s and ETA: a rich bar on a terminal; in logs one line per
+    finished table and one a minute."""
+
+    def __init__(self, chunks: list[Chunk], done_rows: int) -> None:
+        self.total_tables = len({c.table for c in chunks})
+        self.left: dict[str, int] = {}
+        for c in chunks:
+            self.left[c.table] = self.left.get(c.table, 0) + 1
+        self.rows = done_rows
+        self.tables_done = 0
+        self.chunks_total, self.chunks_done = len(chunks), 0
+        self.t0 = self.last_log = time.monotonic()
+        self._bar: Any = None
+        if sys.stderr.isatty():
+            from rich.progress import BarColumn, TextColumn, TimeRemainingColumn
+            from rich.progress import Progress as Bar
+
+            self._bar = Bar(
+                TextColumn("snapshot"),
+                BarColumn(),
+                TextColumn(
+                    "{task.fields[tables]} tables · {task.fields[rows]:,} rows · {task.fields[rate]:,.0f} rows/s"
+                ),
+                TimeRemainingColumn(),
+            )
+            self._task = self._bar.add_task("snapshot", total=max(1, len(chunks)), tables="", rows=0, rate=0)
+            self._bar.start()
+            self._refresh()
+
+    def _rate(self) -> float:
+        return self.rows / max(1e-6, time.monotonic() - self.t0)
+
+    def _refresh(self) -> None:
+        if self._bar is not None:
+            self._bar.update(
+                self._task,
+                completed=self.chunks_done,
+                tables=f"{self.tables_done}/{self.total_tables}",
+                rows=self.rows,
+                rate=self._rate(),
+            )
+
+    def chunk_done(self, chunk: Chunk, rows: int) -> None:
+        self.rows += rows
+        self.chunks_done += 1
+        self.left[chunk.table] -= 1
+        if self.left[chunk.table] == 0:
+            self.tables_done += 1
+            log.info(
+                "snapshot: table %s done (%d/%d tables)", chunk.table, self.tables_done, self.total_tables
+            )
+        now = time.monotonic()
+        if now - self.last_log >= 60:
+            self.last_log = now
+            eta = (self.chunks_total - self.chunks_done) * (now - self.t0) / max(1, self.chunks_done)
+            log.info(
+                "snapshot: %d/%d tables, %d/%d chunks, %d rows, %.0f rows/s, about %.0fs left",
+                self.tables_done,
+                self.total_tables,
+                self.chunks_done,
+                self.chunks_total,
+                self.rows,
+                self._rate(),
+                eta,
+            )
+        self._refresh()
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+# --------------------------------------------------------------------------- the job
+def run(cfg: ConnectorConfig, *, spark: Any = None) -> Outcome:
+    """Snapshot as `snapshot.mode` says. `spark`: an existing session (tests); else one is built."""
+    if cfg.connector != "postgres":
+        raise TerminalError(
+            f"snapshot.mode={cfg.source.snapshot_mode}: data snapshots of {cfg.connector} come with a later release",
+            "use snapshot.mode=no_data for MySQL/MariaDB",
+        )
+    from connectors.engine.wiring import reset_offsets, stored_offset
+    from connectors.sinks.common import context_headers_for
+    from connectors.snapshot.postgres import PgSnapshotter, position
+
+    t0 = time.monotonic()
+    src = cfg.source
+    mode = src.snapshot_mode
+    if mode in ("no_data", "never"):
+        return Outcome(decide(mode, has_offset=False, resumable=True, state=None))
+    progress = SnapshotProgress(cfg.warehouse, cfg.name)
+    state = progress.latest()
+    stored = stored_offset(cfg)
+    snap = PgSnapshotter(cfg)
+    try:
+        flags = (
+            src.snapshot_mode_configuration_based_snapshot_data,  # type: ignore[attr-defined]
+            src.snapshot_mode_configuration_based_start_stream,  # type: ignore[attr-defined]
+            src.snapshot_mode_configuration_based_snapshot_on_data_error,  # type: ignore[attr-defined]
+        )
+        decision = decide(
+            mode,
+            has_offset=stored is not None,
+            resumable=snap.resumable(stored),
+            state=state,
+            configuration_based=flags,
+        )
+        log.info("snapshot: %s", decision.reason)
+        if not decision.snapshot:
+            return Outcome(decision)
+        delay = src.snapshot_delay_ms  # type: ignore[attr-defined]
+        if delay > 0:
+            log.info("snapshot: waiting snapshot.delay.ms=%d before starting", delay)
+            time.sleep(delay / 1000)
+        if decision.resume:
+            assert state is not None
+            view = snap.fresh_view()
+            sid, pos, chunks = state.snapshot_id, state.position, state.pending
+            done_rows = state.rows
+            log.info(
+                "snapshot %s: resuming %d of %d chunks in a new view (the stream reconciles the rows changed since)",
+                sid,
+                len(chunks),
+                len(state.chunks),
+            )
+        else:
+            if decision.reset_offsets:
+                reset_offsets(cfg)
+                log.warning(
+                    "snapshot: the stored offsets were reset; streaming starts at this snapshot's position"
+                )
+            view = snap.export(reset=decision.reset_offsets, stream=decision.stream)
+            sid = uuid.uuid4().hex
+            pos = position(view)
+            chunks, detail = snap.plan(view, cfg.runtime.snapshot_chunk_rows)
+            progress.plan(sid, chunks, pos, detail)
+            done_rows = 0
+            log.info(
+                "snapshot %s: %d tables in %d chunks, consistent at LSN %s",
+                sid,
+                detail["tables"],
+                len(chunks),
+                pos["lsn"],
+            )
+    finally:
+        snap.close()
+    try:
+        rows = _read_chunks(
+            cfg, spark, sid, view.name, pos, chunks, done_rows, progress, context_headers_for(cfg)
+        )
+    finally:
+        view.close()
+    progress.complete(sid, rows, pos)
+    out = Outcome(decision, sid, rows, len(chunks), time.monotonic() - t0)
+    log.info("snapshot %s completed: %d rows in %.1fs", sid, rows, out.seconds)
+    return out
+
+
+def _read_chunks(
+    cfg: ConnectorConfig,
+    spark: Any,
+    sid: str,
+    snapshot_name: str,
+    pos: dict[str, Any],
+    chunks: list[Chunk],
+    done_rows: int,
+    progress: SnapshotProgress,
+    headers: tuple[tuple[str, bytes], ...],
+) -> int:
+    committer = Committer(cfg, sid)
+    todo = []
+    for c in chunks:
+        if committer.already_committed(c):
+            # Committed to Delta before a crash, its progress row not yet written.
+            progress.chunks_done(sid, [(c, 0)])
+            continue
+        todo.append(c)
+    if not todo:
+        return done_rows
+    own_session = spark is None
+    spark = spark or spark_session(cfg)
+    sc = spark.sparkContext
+    staging = tempfile.mkdtemp(prefix=f"tidemark-snapshot-{sid[:8]}-") if committer.jsonl_path else None
+    specs = {
+        c.index: ChunkSpec(
+            dict(cfg.origin.raw),
+            c,
+            sid,
+            snapshot_name,
+            pos,
+            headers,
+            tuple(cfg.sink_types),
+            committer.delta_uri,
+            staging,
+        )
+        for c in todo
+    }
+    shown = Progress(todo, done_rows)
+    rows = done_rows
+    width = _parallelism(cfg, sc)
+
+    def one(spec: ChunkSpec) -> ChunkResult:
+        sc.setJobGroup(f"tidemark-snapshot-{sid[:8]}", f"chunk {spec.chunk.index} of {spec.chunk.table}")
+        (res,) = sc.parallelize([spec], 1).map(run_chunk).collect()
+        return res
+
+    try:
+        with ThreadPoolExecutor(max_workers=width, thread_name_prefix="snapshot-chunk") as pool:
+            pending, order = list(todo), list(todo)
+            running: dict[Future[ChunkResult], Chunk] = {}
+            ready: dict[int, ChunkResult] = {}
+            while pending or running:
+                while pending and len(running) < width:
+                    c = pending.pop(0)
+                    running[pool.submit(one, specs[c.index])] = c
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    c = running.pop(fut)
+                    ready[c.index] = _result(fut, c)
+                # Commit in plan order (table order, then key order): the change log and the jsonl
+                # file list the tables as snapshot.tables.order.by.row.count says, and the
+                # first/last markers come first/last. Later chunks wait on disk, not in memory.
+                while order and order[0].index in ready:
+                    c = order.pop(0)
+                    res = ready.pop(c.index)
+                    committer.commit(c, res)
+                    progress.chunks_done(sid, [(c, res.rows)])
+                    rows += res.rows
+                    shown.chunk_done(c, res.rows)
+    finally:
+        shown.close()
+        if staging:
+            shutil.rmtree(staging, ignore_errors=True)
+        if own_session:
+            spark.stop()
+    return rows
+
+
+def _result(fut: Future[ChunkResult], chunk: Chunk) -> ChunkResult:
+    try:
+        return fut.result()
+    except TidemarkError:
+        raise
+    except Exception as e:
+        # A task's error arrives wrapped by Spark (Py4J / PythonException): show its last line,
+        # which is the Python exception the task raised.
+        text = str(e).strip().splitlines()
+        tidemark = [ln for ln in text if "TerminalError" in ln or "TransientError" in ln]
+        detail = (tidemark or text or [type(e).__name__])[-1]
+        raise TerminalError(
+            f"snapshot chunk {chunk.index} of {chunk.table} failed: {detail}",
+            "fix the cause and start again: finished chunks are kept, the snapshot resumes with the rest",
+        ) from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="spark_jobs.snapshot", description=__doc__.splitlines()[0])
+    p.add_argument("--config", required=True, type=Path, help="connector configuration file")
+    p.add_argument("--result", type=Path, help="write the outcome as JSON to this file")
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    a = p.parse_args(argv)
+    logging.basicConfig(
+        level=a.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines are connection chatter
+    try:
+        cfg = load(a.config)
+        out = run(cfg)
+    except TidemarkError as e:
+        print(f"error: {e.message}", file=sys.stderr)
+        if e.hint:
+            print(f"  hint: {e.hint}", file=sys.stderr)
+        return 2 if e.__class__.__name__ == "ConfigError" else 1
+    if a.result:
+        a.result.write_bytes(out.as_json())
+    return 0
+
+
+if __name__ == "__main__":
+    # As `tidemark` does (connectors/app/cli.py main): leave without interpreter finalization,
+    # which can abort on pyarrow's I/O threads after the work is done.
+    code = main()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(code)

@@ -1,0 +1,142 @@
+"""What a Spark task does with one snapshot chunk: read it, write it to every configured sink.
+
+Runs in the executors' Python workers: everything it needs travels in the `ChunkSpec` (plain
+data, pickled by Spark), and what it reports back is small (`ChunkResult`): the Delta files it
+wrote (the driver commits them), the jsonl part it wrote (the driver appends it), row counts.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from connectors.snapshot.chunks import Chunk
+from connectors.snapshot.rows import jsonl_lines, kafka_bytes
+
+
+@dataclass
+class ChunkSpec:
+    raw: Mapping[str, str]  # the connector's flat configuration (secrets included: never logged)
+    chunk: Chunk
+    snapshot_id: str
+    snapshot_name: str  # the exported snapshot to read in
+    position: Mapping[str, Any]
+    headers: tuple[tuple[str, bytes], ...]
+    sinks: tuple[str, ...]
+    delta_uri: str | None = None
+    staging: str | None = None  # directory for jsonl parts
+
+
+@dataclass
+class ChunkResult:
+    index: int
+    rows: int = 0
+    seconds: float = 0.0
+    delta_files: list[dict[str, Any]] = field(default_factory=list)
+    jsonl_part: str | None = None
+
+
+def _partition_dir(collection: str) -> str:
+    # Readers take the partition value from the add action, not the path: any safe name works.
+    return "collection=" + re.sub(r"[^A-Za-z0-9._-]", "_", collection)
+
+
+def _write_string_data(out: Any, lines: pa.Array) -> None:
+    """Write a string array's characters back to back (its lines end in newlines): one write of
+    the array's data buffer, no per-row Python."""
+    import numpy as np
+
+    if len(lines) == 0:
+        return
+    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32)[lines.offset : lines.offset + len(lines) + 1]
+    out.write(memoryview(lines.buffers()[2])[int(offsets[0]) : int(offsets[-1])])
+
+
+def run_chunk(spec: ChunkSpec) -> ChunkResult:
+    """Read one chunk and write it to the sinks. Delta files are written but not committed."""
+    from connectors.sinks.delta import writer_properties  # noqa: F401 - same settings as streaming
+    from connectors.snapshot.postgres import read_chunk
+
+    t0 = time.monotonic()
+    res = ChunkResult(spec.chunk.index)
+    writer: pq.ParquetWriter | None = None
+    delta_path = ""
+    kafka = None
+    jsonl = None
+    try:
+        if "kafka" in spec.sinks:
+            from connectors.settings.config import from_mapping
+            from connectors.sinks.kafka import KafkaSink
+
+            kafka = KafkaSink.from_config(from_mapping(dict(spec.raw)))
+        if "jsonl" in spec.sinks:
+            assert spec.staging is not None
+            res.jsonl_part = os.path.join(
+                spec.staging, f"{spec.chunk.index:06d}-{uuid.uuid4().hex[:8]}.jsonl"
+            )
+            jsonl = open(res.jsonl_part, "wb")  # noqa: SIM115 - closed below
+        for piece in read_chunk(spec.raw, spec.chunk, spec.snapshot_name, spec.position, spec.headers):
+            n = piece.num_rows
+            if n == 0:
+                continue
+            res.rows += n
+            if "delta" in spec.sinks:
+                if writer is None:
+                    assert spec.delta_uri is not None
+                    collection = piece["collection"][0].as_py()
+                    rel = f"{_partition_dir(collection)}/part-{spec.snapshot_id[:8]}-{spec.chunk.index:06d}-{uuid.uuid4().hex[:8]}.zstd.parquet"
+                    delta_path = rel
+                    os.makedirs(os.path.join(spec.delta_uri, os.path.dirname(rel)), exist_ok=True)
+                    writer = pq.ParquetWriter(
+                        os.path.join(spec.delta_uri, rel),
+                        piece.drop_columns(["collection"]).schema,
+                        compression="zstd",
+                        compression_level=1,
+                        use_dictionary=["topic", "op", "source", "headers", "key_schema", "value_schema"],
+                        write_statistics=False,
+                    )
+                writer.write_table(piece.drop_columns(["collection"]))
+            if kafka is not None or jsonl is not None:
+                keys, values = kafka_bytes(piece)
+                topic = piece["topic"][0].as_py()
+                if kafka is not None:
+                    kafka.send_serialized(
+                        topic,
+                        (None if k is None else k for k in keys.cast(pa.binary()).to_pylist()),
+                        values.cast(pa.binary()).to_pylist(),
+                        spec.headers,
+                    )
+                if jsonl is not None:
+                    _write_string_data(jsonl, jsonl_lines(topic, keys, values))
+    finally:
+        if writer is not None:
+            writer.close()
+        if kafka is not None:
+            kafka.close()
+        if jsonl is not None:
+            jsonl.flush()
+            os.fsync(jsonl.fileno())
+            jsonl.close()
+    if writer is not None:
+        full = Path(spec.delta_uri or "") / delta_path
+        res.delta_files.append(
+            {
+                "path": delta_path,
+                "size": full.stat().st_size,
+                "partition_values": {"collection": spec.chunk.table},
+                "modification_time": int(full.stat().st_mtime * 1000),
+                "stats": orjson.dumps({"numRecords": res.rows}).decode(),
+            }
+        )
+    res.seconds = time.monotonic() - t0
+    return res

@@ -1,0 +1,459 @@
+"""PostgreSQL initial snapshots: the Spark job, its chunks and progress, resume, modes, sinks."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import orjson
+import psycopg2
+import pyarrow.compute as pc
+import pytest
+from cdc import run_cli
+from harness import wait_until
+from pgcdc import write_config
+
+from connectors.settings.config import load
+from connectors.snapshot.progress import SnapshotProgress
+from spark_jobs import snapshot as job
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _fill(dsn: str, n: int, table: str = "items") -> None:
+    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+        cur.execute(
+            f"CREATE TABLE {table} (id bigint PRIMARY KEY, name text, price numeric(10,2), ts timestamptz)"
+        )
+        cur.execute(
+            f"INSERT INTO {table} SELECT g, 'n' || g, g / 100.0, timestamptz '2024-01-01' + g * interval '1 s' "
+            "FROM generate_series(1, %s) g",
+            (n,),
+        )
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    return [orjson.loads(ln) for ln in path.read_bytes().splitlines()]
+
+
+def test_initial_snapshot_to_jsonl_and_delta(pg: Any, pg_database: str, tmp_path: Path, spark: Any) -> None:
+    _fill(pg.dsn(dbname=pg_database), 2500)
+    out = tmp_path / "out.jsonl"
+    cfg_path = write_config(
+        tmp_path / "c.properties",
+        pg,
+        slot="snap1",
+        dbname=pg_database,
+        sinks="jsonl,delta",
+        jsonl=out,
+        snapshot__mode="initial",
+        tidemark__snapshot__chunk__rows=1000,
+    )
+    cfg = load(cfg_path)
+    res = job.run(cfg, spark=spark)
+    assert res.decision.snapshot and res.rows == 2500 and res.chunks >= 2
+    recs = _lines(out)
+    assert len(recs) == 2500
+    ids = sorted(r["key"]["payload"]["id"] for r in recs)
+    assert ids == list(range(1, 2501))
+    marks = [r["value"]["payload"]["source"]["snapshot"] for r in recs]
+    assert marks.count("first") == 1 and marks.count("last") == 1
+    assert all(r["value"]["payload"]["op"] == "r" for r in recs)
+    from deltalake import DeltaTable
+
+    t = DeltaTable(str(tmp_path / "warehouse" / "tm" / "changelog")).to_pyarrow_table()
+    assert t.num_rows == 2500
+    state = SnapshotProgress(cfg.warehouse, cfg.name).latest()
+    assert state is not None and state.completed and state.rows == 2500
+    # initial: a second start does not snapshot again
+    again = job.run(cfg, spark=spark)
+    assert not again.decision.snapshot
+
+
+# --------------------------------------------------------------------------- end to end (CLI)
+ROWS = int(os.environ.get("TIDEMARK_SNAPSHOT_TEST_ROWS", "500000"))
+
+
+def _bench_table(dsn: str, n: int) -> None:
+    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE bench (id bigint PRIMARY KEY, name text, qty int, note text)")
+        cur.execute(
+            "INSERT INTO bench SELECT g, 'name ' || g, g %% 100, repeat('x', 64) FROM generate_series(1, %s) g",
+            (n,),
+        )
+        cur.execute("ANALYZE bench")
+
+
+def _writer(dsn: str, stop: threading.Event, first_id: int, done: list[int]) -> None:
+    """Inserts, updates and deletes in small transactions until `stop`."""
+    rnd = random.Random(7)
+    conn = psycopg2.connect(dsn)
+    conn.autocommit = True
+    nxt = first_id
+    with conn.cursor() as cur:
+        while not stop.is_set():
+            op = rnd.random()
+            if op < 0.4:
+                cur.execute("INSERT INTO bench VALUES (%s, %s, 1, 'new')", (nxt, f"new {nxt}"))
+                nxt += 1
+            elif op < 0.8:
+                cur.execute(
+                    "UPDATE bench SET qty = qty + 1, name = name || '+' WHERE id = %s",
+                    (rnd.randint(1, nxt - 1),),
+                )
+            else:
+                cur.execute("DELETE FROM bench WHERE id = %s", (rnd.randint(1, nxt - 1),))
+            done[0] += 1
+    conn.close()
+
+
+def _table_state(dsn: str) -> dict[int, tuple[str, int]]:
+    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+        cur.execute("SELECT id, name, qty FROM bench")
+        return {i: (n, q) for i, n, q in cur.fetchall()}
+
+
+def _replay(records: list[dict[str, Any]]) -> dict[int, tuple[str, int]]:
+    """Apply change events in order: r/c/u upsert the `after` image, d deletes the key."""
+    state: dict[int, tuple[str, int]] = {}
+    for r in records:
+        v = r["value"]
+        if v is None:
+            continue  # tombstone
+        p = v["payload"]
+        if p.get("op") in ("r", "c", "u"):
+            a = p["after"]
+            state[a["id"]] = (a["name"], a["qty"])
+        elif p.get("op") == "d":
+            state.pop(p["before"]["id"], None)
+    return state
+
+
+def _delta_events(uri: Path) -> list[dict[str, Any]]:
+    """The change log's rows in stream order as {"value": {"payload": ...}} records: snapshot
+    rows (batch_seq 0) first, then streamed batches."""
+    from deltalake import DeltaTable
+
+    t = DeltaTable(str(uri)).to_pyarrow_table(
+        columns=["batch_seq", "event_index", "op", "before", "after", "collection"]
+    )
+    t = t.filter(pc.equal(t["collection"], "public.bench")).sort_by(
+        [("batch_seq", "ascending"), ("event_index", "ascending")]
+    )
+    out = []
+    for row in t.to_pylist():
+        out.append(
+            {
+                "value": {
+                    "payload": {
+                        "op": row["op"],
+                        "before": orjson.loads(row["before"]) if row["before"] else None,
+                        "after": orjson.loads(row["after"]) if row["after"] else None,
+                    }
+                }
+            }
+        )
+    return out
+
+
+def test_run_snapshots_then_streams_under_concurrent_writes(
+    pg: Any, pg_database: str, tmp_path: Path
+) -> None:
+    """The issue's correctness test: a ROWS-row table snapshotted while another process inserts,
+    updates and deletes; after catching up, replaying the events reproduces the table (jsonl
+    and Delta), and the Delta change log holds each snapshotted row once."""
+    dsn = pg.dsn(dbname=pg_database)
+    _bench_table(dsn, ROWS)
+    out = tmp_path / "out.jsonl"
+    cfg = write_config(
+        tmp_path / "c.properties",
+        pg,
+        slot="snapw",
+        dbname=pg_database,
+        sinks="jsonl,delta",
+        jsonl=out,
+        snapshot__mode="initial",
+        tidemark__snapshot__chunk__rows=max(1000, ROWS // 8),
+    )
+    stop, done = threading.Event(), [0]
+    writer = threading.Thread(target=_writer, args=(dsn, stop, ROWS + 1, done), daemon=True)
+    writer.start()
+    try:
+        proc = run_cli("run", "--config", str(cfg), "--until-caught-up", timeout=900)
+    finally:
+        stop.set()
+        writer.join(timeout=30)
+    assert done[0] > 100, f"only {done[0]} concurrent writes: the test did not overlap the snapshot"
+    assert "snapshot" in proc.stderr and "completed" in proc.stderr
+    run_cli("run", "--config", str(cfg), "--until-caught-up", timeout=300)  # the writes after the first run
+    expected = _table_state(dsn)
+    recs = _lines(out)
+    snap = [r for r in recs if r["value"] and r["value"]["payload"].get("op") == "r"]
+    assert len({r["key"]["payload"]["id"] for r in snap}) == len(snap)  # each row read once
+    assert _replay(recs) == expected
+    delta = _delta_events(tmp_path / "warehouse" / "tm" / "changelog")
+    assert sum(1 for e in delta if e["value"]["payload"]["op"] == "r") == len(snap)
+    assert _replay(delta) == expected
+
+
+def test_sigkill_mid_snapshot_resumes_without_rewriting_chunks(
+    pg: Any, pg_database: str, tmp_path: Path
+) -> None:
+    dsn = pg.dsn(dbname=pg_database)
+    n = max(50_000, ROWS // 5)
+    _bench_table(dsn, n)
+    out = tmp_path / "out.jsonl"
+    cfg_path = write_config(
+        tmp_path / "c.properties",
+        pg,
+        slot="snapk",
+        dbname=pg_database,
+        sinks="delta,jsonl",
+        jsonl=out,
+        snapshot__mode="initial",
+        snapshot__max__threads=1,  # one chunk at a time: the kill lands between chunks' commits
+        tidemark__snapshot__chunk__rows=n // 20,
+    )
+    cfg = load(cfg_path)
+    progress = SnapshotProgress(cfg.warehouse, cfg.name)
+    log = tmp_path / "first.log"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "connectors.app.cli", "run", "--config", str(cfg_path)],
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("wb"),
+        cwd=ROOT,
+        start_new_session=True,  # the Spark JVM and workers die with it
+    )
+    try:
+        wait_until(
+            lambda: (s := progress.latest()) is not None and len(s.done) >= 2,
+            timeout=300,
+            what="two snapshot chunks done",
+        )
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    state = progress.latest()
+    assert state is not None and not state.completed and 2 <= len(state.done) < len(state.chunks), (
+        log.read_text()[-3000:]
+    )
+    second = run_cli("run", "--config", str(cfg_path), "--until-caught-up", timeout=600)
+    assert "resuming" in second.stderr
+    state = progress.latest()
+    assert state is not None and state.completed
+    from deltalake import DeltaTable
+
+    t = DeltaTable(str(tmp_path / "warehouse" / "tm" / "changelog")).to_pyarrow_table(columns=["op", "key"])
+    keys = [
+        orjson.loads(k)["id"]
+        for k, op in zip(t["key"].to_pylist(), t["op"].to_pylist(), strict=True)
+        if op == "r"
+    ]
+    assert len(keys) == n and len(set(keys)) == n  # every row once: no chunk written twice
+    assert _replay(_lines(out)) == _table_state(dsn)  # jsonl is at least once, and replays right
+
+
+# --------------------------------------------------------------------------- snapshot.mode
+def _stream(cfg: Any) -> int:
+    from connectors.engine.loop import close_all
+    from connectors.engine.wiring import build_engine
+
+    engine = build_engine(cfg, until_caught_up=True)
+    try:
+        return engine.run().records
+    finally:
+        close_all(engine.sinks)
+
+
+def _mode_config(pg: Any, db: str, tmp_path: Path, mode: str, **extra: Any) -> Any:
+    return load(
+        write_config(
+            tmp_path / f"{mode}.properties",
+            pg,
+            slot=f"m_{mode}"[:40],
+            dbname=db,
+            prefix=f"tm_{mode}",  # its own connector name: offsets and snapshot state apart
+            sinks="jsonl",
+            jsonl=tmp_path / f"{mode}.jsonl",
+            snapshot__mode=mode,
+            **extra,
+        )
+    )
+
+
+def test_modes_initial_always_initial_only(pg: Any, pg_database: str, tmp_path: Path, spark: Any) -> None:
+    _fill(pg.dsn(dbname=pg_database), 30)
+    initial = _mode_config(pg, pg_database, tmp_path, "initial")
+    assert job.run(initial, spark=spark).rows == 30
+    _stream(initial)
+    assert not job.run(initial, spark=spark).decision.snapshot  # offsets or a completed snapshot exist
+
+    always = _mode_config(pg, pg_database, tmp_path, "always")
+    first = job.run(always, spark=spark)
+    _stream(always)
+    second = job.run(always, spark=spark)
+    assert first.rows == second.rows == 30 and first.snapshot_id != second.snapshot_id
+
+    only = _mode_config(pg, pg_database, tmp_path, "initial_only")
+    out = job.run(only, spark=spark)
+    assert out.rows == 30 and not out.decision.stream
+    assert not job.run(only, spark=spark).decision.snapshot
+
+    for mode in ("no_data", "never"):
+        assert not job.run(_mode_config(pg, pg_database, tmp_path, mode), spark=spark).decision.snapshot
+
+
+def test_when_needed_resnapshots_after_a_lost_slot(
+    pg: Any, pg_database: str, tmp_path: Path, spark: Any
+) -> None:
+    dsn = pg.dsn(dbname=pg_database)
+    _fill(dsn, 20)
+    cfg = _mode_config(pg, pg_database, tmp_path, "when_needed")
+    assert job.run(cfg, spark=spark).rows == 20
+    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+        cur.execute("INSERT INTO items VALUES (21, 'n21', 0.21, now())")
+    assert _stream(cfg) == 1
+    assert not job.run(cfg, spark=spark).decision.snapshot  # the stored position is on the slot
+    conn = psycopg2.connect(dsn)
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute("SELECT pg_drop_replication_slot('m_when_needed')")
+    conn.close()
+    out = job.run(cfg, spark=spark)  # the position is gone: snapshot again, offsets reset
+    assert out.decision.snapshot and out.decision.reset_offsets and out.rows == 21
+    _stream(cfg)  # streams from the new slot, no "slot does not exist" error
+
+
+def test_configuration_based(pg: Any, pg_database: str, tmp_path: Path, spark: Any) -> None:
+    _fill(pg.dsn(dbname=pg_database), 10)
+    cfg = _mode_config(
+        pg,
+        pg_database,
+        tmp_path,
+        "configuration_based",
+        snapshot__mode__configuration__based__snapshot__data="true",
+        snapshot__mode__configuration__based__start__stream="false",
+    )
+    a, b = job.run(cfg, spark=spark), job.run(cfg, spark=spark)
+    assert a.rows == b.rows == 10 and not a.decision.stream  # data every start, as Debezium's
+
+
+def test_include_list_override_and_order(pg: Any, pg_database: str, tmp_path: Path, spark: Any) -> None:
+    dsn = pg.dsn(dbname=pg_database)
+    _fill(dsn, 50, "items")
+    _fill(dsn, 5, "small")
+    _fill(dsn, 7, "skipped")
+    cfg = _mode_config(
+        pg,
+        pg_database,
+        tmp_path,
+        "initial",
+        snapshot__include__collection__list="public.items,public.small",
+        snapshot__tables__order__by__row__count="ascending",
+        **{"snapshot.select.statement.overrides.public.items": "SELECT * FROM public.items WHERE id > 40"},
+    )
+    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+        cur.execute("ANALYZE")
+    assert job.run(cfg, spark=spark).rows == 15
+    recs = _lines(tmp_path / "initial.jsonl")
+    tables = [r["value"]["payload"]["source"]["table"] for r in recs]
+    assert tables == ["small"] * 5 + ["items"] * 10  # ascending row count; overridden rows only
+    assert recs[0]["value"]["payload"]["source"]["snapshot"] == "first"
+    assert recs[4]["value"]["payload"]["source"]["snapshot"] == "last_in_data_collection"
+    assert recs[5]["value"]["payload"]["source"]["snapshot"] == "first_in_data_collection"
+    assert recs[-1]["value"]["payload"]["source"]["snapshot"] == "last"
+
+
+def test_bad_inputs_stop_with_a_clear_message(pg: Any, pg_database: str, tmp_path: Path, spark: Any) -> None:
+    from connectors.api import TerminalError
+
+    _fill(pg.dsn(dbname=pg_database), 3)
+    cfg = _mode_config(
+        pg, pg_database, tmp_path, "initial", snapshot__include__collection__list="public.nope"
+    )
+    with pytest.raises(TerminalError) as err:
+        job.run(cfg, spark=spark)
+    assert "snapshot.include.collection.list: 'public.nope' matches no captured table" in str(err.value)
+    assert "public.items" in str(err.value.hint)
+    bad = write_config(
+        tmp_path / "bad.properties",
+        pg,
+        slot="badmaster",
+        dbname=pg_database,
+        prefix="bad",
+        sinks="jsonl",
+        jsonl=tmp_path / "bad.jsonl",
+        snapshot__mode="initial_only",
+        tidemark__spark__master="nowhere://x",
+    )
+    proc = run_cli("snapshot", "--config", str(bad), check=False)
+    assert proc.returncode == 1, proc.stderr
+    assert "error: Spark could not start (tidemark.spark.master=nowhere://x)" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    # the plan was recorded before Spark started: the next start resumes it
+    state = SnapshotProgress(tmp_path / "warehouse", "bad").latest()
+    assert state is not None and not state.completed
+
+
+def test_a_table_dropped_before_its_chunk_is_skipped(
+    pg: Any, pg_database: str, tmp_path: Path, spark: Any
+) -> None:
+    """The plan names a table that is gone by the time its chunk runs (a resumed snapshot reads
+    in a fresh view): the chunk is skipped with a warning, the snapshot completes."""
+    from connectors.snapshot.postgres import PgSnapshotter, position
+    from spark_jobs.snapshot import _read_chunks
+
+    dsn = pg.dsn(dbname=pg_database)
+    _fill(dsn, 10, "kept")
+    _fill(dsn, 10, "gone")
+    cfg = _mode_config(pg, pg_database, tmp_path, "initial")
+    snap = PgSnapshotter(cfg)
+    view = snap.export(reset=False)
+    chunks, _ = snap.plan(view, 1000)
+    snap.close()
+    view.close()
+    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+        cur.execute("DROP TABLE gone")
+    fresh = PgSnapshotter(cfg).fresh_view()
+    progress = SnapshotProgress(cfg.warehouse, cfg.name)
+    rows = _read_chunks(cfg, spark, "s1", fresh.name, position(fresh), chunks, 0, progress, ())
+    fresh.close()
+    assert rows == 10
+
+
+def test_snapshot_to_kafka_matches_jsonl(
+    pg: Any, pg_database: str, tmp_path: Path, spark: Any, kafka: Any
+) -> None:
+    """Tasks produce to Kafka with the configured client: the same bytes the jsonl sink writes,
+    with the __debezium.context.* headers."""
+    _fill(pg.dsn(dbname=pg_database), 1200)
+    cfg = load(
+        write_config(
+            tmp_path / "k.properties",
+            pg,
+            slot="snapkafka",
+            dbname=pg_database,
+            prefix="snapk",
+            sinks="kafka,jsonl",
+            jsonl=tmp_path / "k.jsonl",
+            kafka=kafka,
+            snapshot__mode="initial_only",
+            tidemark__snapshot__chunk__rows=500,
+        )
+    )
+    assert job.run(cfg, spark=spark).rows == 1200
+    got = kafka.read_all("snapk.public.items", min_count=1200, timeout=60)
+    assert len(got) == 1200
+    lines = [ln for ln in (tmp_path / "k.jsonl").read_bytes().splitlines()]
+    want = sorted(orjson.dumps(orjson.loads(ln)["value"]) for ln in lines)
+    assert sorted(orjson.dumps(orjson.loads(v)) for _k, v, _h in got) == want
+    headers = dict(got[0][2])
+    assert set(headers) >= {"__debezium.context.connectorLogicalName", "__debezium.context.runId"}
