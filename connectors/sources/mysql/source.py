@@ -231,13 +231,14 @@ class MySqlSource:
         )
         self._start = offset
 
-    def _schema_snapshot(self) -> tuple[Tables, dict[str, Any]]:
+    def _schema_snapshot(self, at: tuple[str, int, str] | None = None) -> tuple[Tables, dict[str, Any]]:
         """Capture every table's current schema at the current binlog position (no_data): all
         tables of all databases, or only the captured ones with store.only.captured.*.ddl. A
         definition that cannot be parsed stops the start unless its table is not captured or
         schema.history.internal.skip.unparseable.ddl=true (both: a warning, the table left out)."""
         cur = self._conn.cursor()
-        file, pos, gtids = current_position(cur)
+        # `at`: a data snapshot's consistent position (connectors/snapshot/mysql.py), read under its lock
+        file, pos, gtids = at or current_position(cur)
         cur.execute("SELECT @@character_set_server")
         tables = Tables(server_charset=str(cur.fetchone()[0]))
         parser = DdlParser(tables)
