@@ -77,7 +77,11 @@ def spark_session(cfg: ConnectorConfig) -> Any:
     # Executors run this interpreter (its virtualenv holds connectors and the drivers).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(cfg.runtime.spark_master).appName(f"tidemark-snapshot-{cfg.name}")
-    conf = {"spark.ui.showConsoleProgress": "false", **cfg.runtime.spark_conf}
+    conf = {"spark.ui.showConsoleProgress": "false"}
+    if cfg.runtime.spark_master.startswith("local"):
+        # One machine: loopback, whatever the host name resolves to (no warning about it).
+        conf |= {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+    conf |= dict(cfg.runtime.spark_conf)
     for k, v in conf.items():
         builder = builder.config(k, v)
     try:
@@ -122,6 +126,11 @@ class Committer:
             self.delta_uri = uri.removeprefix("file://")
             Path(self.delta_uri).mkdir(parents=True, exist_ok=True)
         self.jsonl_path = cfg.sink.jsonl.path if "jsonl" in cfg.sink_types else None
+        if self.jsonl_path:
+            from connectors.sinks.jsonl import JsonLinesSink
+
+            # Checks the path, and cuts a last line an interrupted write left unfinished.
+            JsonLinesSink(self.jsonl_path).close()
 
     def app_id(self, chunk: Chunk) -> str:
         return f"{self.cfg.name}:snapshot:{self.snapshot_id}:{chunk.index}"
@@ -141,9 +150,17 @@ class Committer:
         if self.delta_uri is not None:
             self._commit_delta(chunk, res)
         if self.jsonl_path and res.jsonl_part:
-            with open(res.jsonl_part, "rb") as src, open(self.jsonl_path, "ab") as out:
-                shutil.copyfileobj(src, out, 1 << 20)
-                out.flush()
+            # Not O_APPEND (sendfile refuses it): one writer, positioned at the end.
+            fd = os.open(self.jsonl_path, os.O_WRONLY | os.O_CREAT, 0o644)
+            with open(res.jsonl_part, "rb") as src, open(fd, "wb") as out:
+                out.seek(0, os.SEEK_END)
+                # In the kernel (sendfile): with schemas on, a chunk's lines are gigabytes.
+                left, at = os.fstat(src.fileno()).st_size, 0
+                while left > 0:
+                    n = os.sendfile(out.fileno(), src.fileno(), at, min(left, 1 << 30))
+                    if n == 0:
+                        break
+                    at, left = at + n, left - n
                 os.fsync(out.fileno())
             os.unlink(res.jsonl_part)
 
