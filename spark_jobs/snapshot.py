@@ -36,7 +36,7 @@ from connectors.settings.config import ConnectorConfig, load
 from connectors.snapshot.chunks import Chunk
 from connectors.snapshot.decide import Decision, decide
 from connectors.snapshot.progress import SnapshotProgress
-from spark_jobs.snapshot_tasks import ChunkResult, ChunkSpec, run_chunk
+from spark_jobs.snapshot_tasks import ChunkResult, ChunkSpec, run_chunk, write_chunk
 
 log = logging.getLogger("tidemark.snapshot")
 
@@ -101,7 +101,7 @@ def _parallelism(cfg: ConnectorConfig, sc: Any) -> int:
     """Chunks read at once: Spark's parallelism, or snapshot.max.threads when the file sets it."""
     cores = int(sc.defaultParallelism)
     if "snapshot.max.threads" in cfg.origin.source_text:
-        return max(1, min(cores, cfg.source.snapshot_max_threads))  # type: ignore[attr-defined]
+        return max(1, min(cores, cfg.source.snapshot_max_threads))
     return max(1, cores)
 
 
@@ -274,15 +274,17 @@ class Progress:
 # --------------------------------------------------------------------------- the job
 def run(cfg: ConnectorConfig, *, spark: Any = None) -> Outcome:
     """Snapshot as `snapshot.mode` says. `spark`: an existing session (tests); else one is built."""
-    if cfg.connector != "postgres":
-        raise TerminalError(
-            f"snapshot.mode={cfg.source.snapshot_mode}: data snapshots of {cfg.connector} come with a later release",
-            "use snapshot.mode=no_data for MySQL/MariaDB",
-        )
-    from connectors.engine.wiring import reset_offsets, stored_offset
+    from connectors.engine.wiring import reset_offsets, resume_point
     from connectors.sinks.common import context_headers_for
-    from connectors.snapshot.postgres import PgSnapshotter, position
 
+    mysql = cfg.connector != "postgres"
+    # The connector's snapshot module: PgSnapshotter / MySqlSnapshotter, position, read_chunk.
+    mod: Any
+    if mysql:
+        from connectors.snapshot import mysql as mod
+    else:
+        from connectors.snapshot import postgres as mod
+    snapshotter, position = (mod.MySqlSnapshotter if mysql else mod.PgSnapshotter), mod.position
     t0 = time.monotonic()
     src = cfg.source
     mode = src.snapshot_mode
@@ -290,13 +292,15 @@ def run(cfg: ConnectorConfig, *, spark: Any = None) -> Outcome:
         return Outcome(decide(mode, has_offset=False, resumable=True, state=None))
     progress = SnapshotProgress(cfg.warehouse, cfg.name)
     state = progress.latest()
-    stored = stored_offset(cfg)
-    snap = PgSnapshotter(cfg)
+    _, stored = resume_point(cfg)
+    snap = snapshotter(cfg)
+    # MySQL/MariaDB: one consistent-snapshot connection per reader, opened under the lock.
+    readers = {"readers": _threads(cfg)} if mysql else {}
     try:
         flags = (
-            src.snapshot_mode_configuration_based_snapshot_data,  # type: ignore[attr-defined]
-            src.snapshot_mode_configuration_based_start_stream,  # type: ignore[attr-defined]
-            src.snapshot_mode_configuration_based_snapshot_on_data_error,  # type: ignore[attr-defined]
+            src.snapshot_mode_configuration_based_snapshot_data,
+            src.snapshot_mode_configuration_based_start_stream,
+            src.snapshot_mode_configuration_based_snapshot_on_data_error,
         )
         decision = decide(
             mode,
@@ -308,13 +312,13 @@ def run(cfg: ConnectorConfig, *, spark: Any = None) -> Outcome:
         log.info("snapshot: %s", decision.reason)
         if not decision.snapshot:
             return Outcome(decision)
-        delay = src.snapshot_delay_ms  # type: ignore[attr-defined]
+        delay = src.snapshot_delay_ms
         if delay > 0:
             log.info("snapshot: waiting snapshot.delay.ms=%d before starting", delay)
             time.sleep(delay / 1000)
         if decision.resume:
             assert state is not None
-            view = snap.fresh_view()
+            view = snap.fresh_view(**readers)
             sid, pos, chunks = state.snapshot_id, state.position, state.pending
             done_rows = state.rows
             log.info(
@@ -329,24 +333,31 @@ def run(cfg: ConnectorConfig, *, spark: Any = None) -> Outcome:
                 log.warning(
                     "snapshot: the stored offsets were reset; streaming starts at this snapshot's position"
                 )
-            view = snap.export(reset=decision.reset_offsets, stream=decision.stream)
+            view = snap.export(reset=decision.reset_offsets, stream=decision.stream, **readers)
             sid = uuid.uuid4().hex
             pos = position(view)
             chunks, detail = snap.plan(view, cfg.runtime.snapshot_chunk_rows)
+            if mysql:
+                _start_stream_at(cfg, snap, view)
             progress.plan(sid, chunks, pos, detail)
             done_rows = 0
+            at = f"binlog {pos['file']}:{pos['pos']}" if mysql else f"LSN {pos['lsn']}"
             log.info(
-                "snapshot %s: %d tables in %d chunks, consistent at LSN %s",
+                "snapshot %s: %d tables in %d chunks, consistent at %s",
                 sid,
                 detail["tables"],
                 len(chunks),
-                pos["lsn"],
+                at,
             )
+    except BaseException:
+        if "view" in locals():
+            view.close()
+        raise
     finally:
         snap.close()
     try:
         rows = _read_chunks(
-            cfg, spark, sid, view.name, pos, chunks, done_rows, progress, context_headers_for(cfg)
+            cfg, spark, sid, view, pos, chunks, done_rows, progress, context_headers_for(cfg), mysql=mysql
         )
     finally:
         view.close()
@@ -356,16 +367,50 @@ def run(cfg: ConnectorConfig, *, spark: Any = None) -> Outcome:
     return out
 
 
+def _threads(cfg: ConnectorConfig) -> int:
+    """MySQL/MariaDB readers: snapshot.max.threads when the file sets it, else the cores."""
+    if "snapshot.max.threads" in cfg.origin.source_text:
+        return max(1, cfg.source.snapshot_max_threads)
+    return max(1, os.cpu_count() or 1)
+
+
+def _start_stream_at(cfg: ConnectorConfig, snap: Any, view: Any) -> None:
+    """MySQL/MariaDB: streaming must start at the view's binlog position (PostgreSQL's slot
+    does this by itself). The schema-change events of the schema snapshot (include.schema.changes)
+    go to the sinks first, as one engine batch whose offset is that position; without them the
+    position goes to the offset table. Either way the next stream resumes there."""
+    from connectors.api import Batch
+    from connectors.engine.loop import close_all
+    from connectors.engine.wiring import resume_point
+    from connectors.sinks import build_sinks
+    from connectors.snapshot.mysql import position, schema_change_events
+    from connectors.state.offsets import DeltaOffsetStore
+
+    pos = position(view)
+    seq, _ = resume_point(cfg)
+    events = schema_change_events(snap, view)
+    if events:
+        sinks = build_sinks(cfg)
+        try:
+            for s in sinks:
+                s.write(Batch(events, pos, seq))
+        finally:
+            close_all(sinks)
+    DeltaOffsetStore(cfg.warehouse, cfg.name).save(seq, pos)
+
+
 def _read_chunks(
     cfg: ConnectorConfig,
     spark: Any,
     sid: str,
-    snapshot_name: str,
+    view: Any,
     pos: dict[str, Any],
     chunks: list[Chunk],
     done_rows: int,
     progress: SnapshotProgress,
     headers: tuple[tuple[str, bytes], ...],
+    *,
+    mysql: bool = False,
 ) -> int:
     committer = Committer(cfg, sid)
     todo = []
@@ -377,9 +422,10 @@ def _read_chunks(
         todo.append(c)
     if not todo:
         return done_rows
-    own_session = spark is None
-    spark = spark or spark_session(cfg)
-    sc = spark.sparkContext
+    own_session = spark is None and not mysql
+    if own_session:
+        spark = spark_session(cfg)
+    snapshot_name = view if isinstance(view, str) else view.name
     staging = tempfile.mkdtemp(prefix=f"tidemark-snapshot-{sid[:8]}-") if committer.jsonl_path else None
     specs = {
         c.index: ChunkSpec(
@@ -397,12 +443,24 @@ def _read_chunks(
     }
     shown = Progress(todo, done_rows)
     rows = done_rows
-    width = _parallelism(cfg, sc)
+    if mysql:
+        # A MySQL consistent view cannot be shared across connections: its chunks are read by
+        # driver threads, one per reader connection of the view (Debezium's parallel snapshot).
+        from connectors.snapshot.mysql import read_chunk as mysql_chunk
 
-    def one(spec: ChunkSpec) -> ChunkResult:
-        sc.setJobGroup(f"tidemark-snapshot-{sid[:8]}", f"chunk {spec.chunk.index} of {spec.chunk.table}")
-        (res,) = sc.parallelize([spec], 1).map(run_chunk).collect()
-        return res
+        width = len(view.readers)
+
+        def one(spec: ChunkSpec) -> ChunkResult:
+            return write_chunk(spec, mysql_chunk(cfg, spec.chunk, view, spec.position, spec.headers))
+
+    else:
+        sc = spark.sparkContext
+        width = _parallelism(cfg, sc)
+
+        def one(spec: ChunkSpec) -> ChunkResult:
+            sc.setJobGroup(f"tidemark-snapshot-{sid[:8]}", f"chunk {spec.chunk.index} of {spec.chunk.table}")
+            (res,) = sc.parallelize([spec], 1).map(run_chunk).collect()
+            return res
 
     try:
         with ThreadPoolExecutor(max_workers=width, thread_name_prefix="snapshot-chunk") as pool:
@@ -432,7 +490,7 @@ def _read_chunks(
         if staging:
             shutil.rmtree(staging, ignore_errors=True)
         if own_session:
-            spark.stop()
+            spark.stop()  # an own session exists only for PostgreSQL
     return rows
 
 

@@ -11,7 +11,7 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,10 +63,17 @@ def _write_string_data(out: Any, lines: pa.Array) -> None:
 
 
 def run_chunk(spec: ChunkSpec) -> ChunkResult:
-    """Read one chunk and write it to the sinks. Delta files are written but not committed."""
-    from connectors.sinks.delta import writer_properties  # noqa: F401 - same settings as streaming
+    """A Spark task: read one PostgreSQL chunk inside the exported snapshot, write it to the sinks."""
     from connectors.snapshot.postgres import read_chunk
 
+    return write_chunk(
+        spec, read_chunk(spec.raw, spec.chunk, spec.snapshot_name, spec.position, spec.headers)
+    )
+
+
+def write_chunk(spec: ChunkSpec, pieces: Iterable[pa.Table]) -> ChunkResult:
+    """Write a chunk's change-log rows to the sinks: Delta files written but not committed (the
+    driver commits them), Kafka produced and flushed, jsonl into a part file."""
     t0 = time.monotonic()
     res = ChunkResult(spec.chunk.index)
     writer: pq.ParquetWriter | None = None
@@ -85,7 +92,7 @@ def run_chunk(spec: ChunkSpec) -> ChunkResult:
                 spec.staging, f"{spec.chunk.index:06d}-{uuid.uuid4().hex[:8]}.jsonl"
             )
             jsonl = open(res.jsonl_part, "wb")  # noqa: SIM115 - closed below
-        for piece in read_chunk(spec.raw, spec.chunk, spec.snapshot_name, spec.position, spec.headers):
+        for piece in pieces:
             n = piece.num_rows
             if n == 0:
                 continue

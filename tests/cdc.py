@@ -278,3 +278,21 @@ def sigkill_during_workload(
         src = p["source"]
         in_kafka.add((p["op"], orjson.loads(key)["payload"]["id"], *(src[f] for f in position.values())))
     assert in_kafka == set(landed), (len(in_kafka), len(landed))
+
+
+# --------------------------------------------------------------------------- replaying a change stream
+def replay(records: list[dict[str, Any]]) -> dict[int, tuple[str, int]]:
+    """Apply change events in order to `{id: (name, qty)}` (the snapshot tests' `bench` table):
+    r/c/u upsert the `after` image, d deletes the key; tombstones and records without an `op`
+    (schema changes) are skipped."""
+    state: dict[int, tuple[str, int]] = {}
+    for r in records:
+        v = r["value"]
+        if v is None or "op" not in v["payload"]:
+            continue
+        p = v["payload"]
+        if p["op"] in ("r", "c", "u"):
+            state[p["after"]["id"]] = (p["after"]["name"], p["after"]["qty"])
+        elif p["op"] == "d":
+            state.pop(p["before"]["id"], None)
+    return state

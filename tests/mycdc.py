@@ -28,6 +28,8 @@ def write_config(
         "database.server.id": str(server_id),
         "database.include.list": db,
         "poll.interval.ms": "100",
+        # Streaming tests: no data snapshot unless a test asks (snapshot tests set the mode).
+        "snapshot.mode": "no_data",
     }
     return cdc.write_config(path, source, **kw)
 

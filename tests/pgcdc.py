@@ -24,6 +24,8 @@ def source_props(pg: Any, *, slot: str, dbname: str | None = None, prefix: str =
             "slot.name": slot,
             "publication.name": slot,
             "poll.interval.ms": "100",
+            # Streaming tests: no data snapshot unless a test asks (snapshot tests set the mode).
+            "snapshot.mode": "no_data",
         }
     )
     return props

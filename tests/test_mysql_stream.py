@@ -484,7 +484,7 @@ def test_purged_binlog_names_the_recovery(mariadb_factory: Any, tmp_path: Path, 
     err = " ".join(proc.stderr.split())
     assert "purged" in err and f"tidemark offsets reset --config {cfg} --yes" in err, proc.stderr
     assert "NOT captured" in err and "snapshot.mode=no_data" in err
-    assert "when_needed" not in err and "snapshot.mode=initial" not in err  # modes Tidemark refuses for now
+    assert "snapshot.mode=when_needed does this by itself" in err and "new snapshot of the data" in err
     assert "Traceback" not in proc.stderr
     # Follow the hint: reset, run (fresh schema snapshot at the current position), then new changes stream.
     run_cli("offsets", "reset", "--config", str(cfg), "--yes")

@@ -196,7 +196,8 @@ def test_check_resume() -> None:
     for e in (err, gone):
         text = str(e)
         assert "tidemark offsets reset --config FILE --yes" in text and "are lost" in text
-        assert "snapshot.mode=initial" not in text and "always" not in text  # modes the config refuses today
+        assert "snapshot.mode=initial that next run first takes a new snapshot" in text
+        assert "snapshot.mode=when_needed does this by itself" in text
     assert "creates the slot" in str(gone)
     lost = slots.check_resume(
         SlotInfo("s", "pgoutput", "logical", "db", False, None, 100, 200, "lost"), 150, "s"

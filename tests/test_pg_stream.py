@@ -397,7 +397,7 @@ def test_second_connection_drop_is_retried(pg_factory: Any, tmp_path: Path, path
         ("wrong_password", "password"),
         ("unreachable", "127.0.0.1:1"),
         ("bad_plugin", "pgoutput"),
-        ("snapshot_initial", "not available yet"),
+        ("snapshot_custom", "snapshot.mode=custom is not supported"),
         ("typo", "did you mean 'debezium.source.database.hostname'"),
     ],
 )
@@ -409,8 +409,8 @@ def test_bad_input_gives_one_clear_error(pg: Any, tmp_path: Path, case: str, exp
         extra["database.port"] = "1"
     elif case == "bad_plugin":
         extra["plugin.name"] = "wal2json"
-    elif case == "snapshot_initial":
-        extra["snapshot.mode"] = "initial"
+    elif case == "snapshot_custom":
+        extra["snapshot.mode"] = "custom"
     elif case == "typo":
         extra["databse.hostname"] = "x"
     cfg = write_config(
@@ -442,7 +442,7 @@ def test_dropped_slot_names_the_working_recovery(
     assert proc.returncode == 1 and proc.stderr.count("tidemark: error:") == 1, proc.stderr
     assert f"replication slot {slot} does not exist" in proc.stderr
     assert "tidemark offsets reset --config FILE --yes" in proc.stderr and "are lost" in proc.stderr
-    assert "snapshot.mode=initial" not in proc.stderr
+    assert "snapshot.mode=when_needed does this by itself" in proc.stderr
     run_cli("offsets", "reset", "--config", str(cfg), "--yes")
     run_cli("run", "--config", str(cfg), "--until-caught-up")  # creates the slot at the current position
     db.cursor().execute("INSERT INTO orders VALUES (3, 1, 1)")

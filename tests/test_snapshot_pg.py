@@ -15,7 +15,7 @@ import orjson
 import psycopg2
 import pyarrow.compute as pc
 import pytest
-from cdc import run_cli
+from cdc import replay, run_cli
 from harness import wait_until
 from pgcdc import write_config
 
@@ -119,22 +119,6 @@ def _table_state(dsn: str) -> dict[int, tuple[str, int]]:
         return {i: (n, q) for i, n, q in cur.fetchall()}
 
 
-def _replay(records: list[dict[str, Any]]) -> dict[int, tuple[str, int]]:
-    """Apply change events in order: r/c/u upsert the `after` image, d deletes the key."""
-    state: dict[int, tuple[str, int]] = {}
-    for r in records:
-        v = r["value"]
-        if v is None:
-            continue  # tombstone
-        p = v["payload"]
-        if p.get("op") in ("r", "c", "u"):
-            a = p["after"]
-            state[a["id"]] = (a["name"], a["qty"])
-        elif p.get("op") == "d":
-            state.pop(p["before"]["id"], None)
-    return state
-
-
 def _delta_events(uri: Path) -> list[dict[str, Any]]:
     """The change log's rows in stream order as {"value": {"payload": ...}} records: snapshot
     rows (batch_seq 0) first, then streamed batches."""
@@ -196,10 +180,10 @@ def test_run_snapshots_then_streams_under_concurrent_writes(
     recs = _lines(out)
     snap = [r for r in recs if r["value"] and r["value"]["payload"].get("op") == "r"]
     assert len({r["key"]["payload"]["id"] for r in snap}) == len(snap)  # each row read once
-    assert _replay(recs) == expected
+    assert replay(recs) == expected
     delta = _delta_events(tmp_path / "warehouse" / "tm" / "changelog")
     assert sum(1 for e in delta if e["value"]["payload"]["op"] == "r") == len(snap)
-    assert _replay(delta) == expected
+    assert replay(delta) == expected
 
 
 def test_sigkill_mid_snapshot_resumes_without_rewriting_chunks(
@@ -258,7 +242,7 @@ def test_sigkill_mid_snapshot_resumes_without_rewriting_chunks(
         if op == "r"
     ]
     assert len(keys) == n and len(set(keys)) == n  # every row once: no chunk written twice
-    assert _replay(_lines(out)) == _table_state(dsn)  # jsonl is at least once, and replays right
+    assert replay(_lines(out)) == _table_state(dsn)  # jsonl is at least once, and replays right
 
 
 # --------------------------------------------------------------------------- snapshot.mode

@@ -4,8 +4,9 @@ For each source (PostgreSQL and MariaDB by default) it starts a private CDC-read
 work directory, creates a small shop database (customers/orders/products), runs the connector
 (Delta + jsonl sinks on the local disk) while a workload changes rows, lets a bounded run catch up
 with the server's log position, then shows what landed: counts per table and operation, and a
-few events. The PostgreSQL shop has rows before the connector starts: its initial snapshot
-(`snapshot.mode=initial`, the Spark job on local Spark) lands them as `op: r` events first.
+few events. Each shop has rows before the connector starts: the initial snapshot
+(`snapshot.mode=initial`: the snapshot job, on local Spark for PostgreSQL) lands them as `op: r`
+events first.
 """
 
 from __future__ import annotations
@@ -149,16 +150,16 @@ def run_demo(workdir: Path, rows: int, sources: tuple[str, ...] = SOURCES) -> No
             props.update(
                 {
                     "debezium.source.topic.prefix": prefix,
-                    # MySQL/MariaDB data snapshots come with a later release
-                    "debezium.source.snapshot.mode": "initial" if name == "postgres" else "no_data",
+                    "debezium.source.snapshot.mode": "initial",
                     "debezium.sink.type": "delta,jsonl",
                     "debezium.sink.jsonl.path": str(jsonl),
                     "tidemark.warehouse": str(workdir / "warehouse"),
                     "tidemark.spark.conf.spark.ui.enabled": "false",
                 }
             )
-            if name == "postgres":
-                _snapshot_existing_rows(console, workdir, props, conn_factory, dialect, rows)
+            _snapshot_existing_rows(
+                console, workdir / f"{name}.properties", props, conn_factory, dialect, rows
+            )
             _stream_with_workload(console, props, conn_factory, dialect, rows)
             _show(console, workdir / "warehouse" / prefix / "changelog", jsonl)
 
@@ -213,7 +214,7 @@ def _server(name: str, base: Path) -> Iterator[tuple[dict[str, str], Callable[[]
 
 def _snapshot_existing_rows(
     console: Console,
-    workdir: Path,
+    config: Path,
     props: dict[str, str],
     connect: Callable[[], Any],
     dialect: Dialect,
@@ -228,14 +229,13 @@ def _snapshot_existing_rows(
         workload(conn, rows, random.Random(7), dialect)
     finally:
         conn.close()
-    config = workdir / "postgres.properties"
     config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-    console.print("initial snapshot of the rows already there (snapshot.mode=initial, Spark local[*]) ...")
+    console.print("initial snapshot of the rows already there (snapshot.mode=initial) ...")
     t0 = time.monotonic()
     out = run_job(config, "WARNING")
     console.print(
         f"initial snapshot: {out['rows']} rows in {out['chunks']} chunks, {time.monotonic() - t0:.1f}s "
-        "(Spark start-up included)"
+        "(start-up included)"
     )
 
 

@@ -119,9 +119,11 @@ class Engine:
                 )
         return max_seq + 1, start, skips
 
-    def resume_offset(self) -> dict[str, Any] | None:
-        """The offset the next run resumes from (None: nothing stored, or reset)."""
-        return self._durable()[1]
+    def resume_point(self) -> tuple[int, dict[str, Any] | None]:
+        """(the seq the next run gives its first batch, the offset it resumes from: None when
+        nothing is stored, or it was reset)."""
+        seq, offset, _ = self._durable()
+        return seq, offset
 
     # ------------------------------------------------------------------ run
     def stop(self) -> None:

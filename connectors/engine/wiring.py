@@ -40,15 +40,16 @@ def build_engine(
     )
 
 
-def stored_offset(cfg: ConnectorConfig) -> dict[str, Any] | None:
-    """The offset a run of `cfg` would resume from (what the snapshot modes decide on)."""
+def resume_point(cfg: ConnectorConfig) -> tuple[int, dict[str, Any] | None]:
+    """(the seq of the next batch, the offset the next run resumes from — None when nothing is
+    stored or it was reset) for `cfg`: what the snapshot modes decide on."""
     from connectors.engine.loop import close_all
 
     sinks = build_sinks(cfg)
     try:
         _, offset_key = _source(cfg)
         engine = Engine(_no_source, sinks, DeltaOffsetStore(cfg.warehouse, cfg.name), offset_key=offset_key)
-        return engine.resume_offset()
+        return engine.resume_point()
     finally:
         close_all(sinks)
 

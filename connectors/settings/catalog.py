@@ -29,7 +29,9 @@ from connectors.settings.modes import (
     HstoreMode,
     IntervalMode,
     KafkaClient,
+    MariaDbSnapshotLocking,
     MariaDbSslMode,
+    MySqlSnapshotLocking,
     MySqlSnapshotMode,
     MySqlSslMode,
     MySqlTimePrecision,
@@ -86,7 +88,9 @@ POSTGRES_AVAILABLE_SNAPSHOT_MODES: frozenset[str] = frozenset(
 )
 """PostgreSQL `snapshot.mode` values this Tidemark release implements (add here as they land)."""
 
-MYSQL_AVAILABLE_SNAPSHOT_MODES: frozenset[str] = frozenset({"no_data", "never"})
+MYSQL_AVAILABLE_SNAPSHOT_MODES: frozenset[str] = frozenset(
+    {"always", "configuration_based", "initial", "initial_only", "never", "no_data", "when_needed"}
+)
 """MySQL/MariaDB `snapshot.mode` values this Tidemark release implements."""
 
 AVAILABLE_SNAPSHOT_MODES: dict[Connector, frozenset[str]] = {
@@ -97,16 +101,16 @@ AVAILABLE_SNAPSHOT_MODES: dict[Connector, frozenset[str]] = {
 
 DEFAULT_SNAPSHOT_MODE: dict[Connector, str] = {
     "postgres": "initial",
-    "mysql": "no_data",
-    "mariadb": "no_data",
+    "mysql": "initial",
+    "mariadb": "initial",
 }
 """Used when `snapshot.mode` is not set, while Debezium's default (`initial`) is not available; a
 warning says so. Set to "initial" once initial snapshots land."""
 
 SNAPSHOT_MODE_HINT: dict[Connector, str] = {
     "postgres": "use initial, initial_only, always, when_needed, configuration_based, no_data or never",
-    "mysql": "use no_data (capture the schema, then stream from the current binlog position)",
-    "mariadb": "use no_data (capture the schema, then stream from the current binlog position)",
+    "mysql": "use initial, initial_only, always, when_needed, configuration_based, no_data or never",
+    "mariadb": "use initial, initial_only, always, when_needed, configuration_based, no_data or never",
 }
 
 # --------------------------------------------------------------------------- common properties
@@ -339,7 +343,7 @@ MYSQL: tuple[Prop, ...] = (
         "snapshot.locking.mode",
         "enum",
         "minimal",
-        ("custom", "extended", "minimal", "minimal_percona", "minimal_percona_no_table_locks", "none"),
+        choices(MySqlSnapshotLocking),
     ),
     P("snapshot.mode", "enum", "initial", choices(MySqlSnapshotMode)),
     P("sourceinfo.struct.maker", "str", "io.debezium.connector.mysql.MySqlSourceInfoStructMaker"),
@@ -359,7 +363,7 @@ MARIADB_OVERRIDES: tuple[Prop, ...] = (
     P("database.jdbc.driver", "str", "org.mariadb.jdbc.Driver"),
     P("database.protocol", "str", "jdbc:mariadb"),
     P("database.ssl.mode", "enum", "disable", choices(MariaDbSslMode)),
-    P("snapshot.locking.mode", "enum", "minimal", ("custom", "extended", "minimal", "none")),
+    P("snapshot.locking.mode", "enum", "minimal", choices(MariaDbSnapshotLocking)),
     P("sourceinfo.struct.maker", "str", "io.debezium.connector.mariadb.MariaDbSourceInfoStructMaker"),
 )
 
@@ -638,14 +642,15 @@ NOT_YET: tuple[tuple[re.Pattern[str], str], ...] = (
 """Snapshot, signal and notification keys (catalog keys and prefix families): accepted and
 type-checked, with one warning that they are not used yet (unless IMPLEMENTED says otherwise)."""
 
+_SNAPSHOT_KEYS = re.compile(
+    r"snapshot\.(include\.collection\.list|select\.statement\.overrides(\..+)?|fetch\.size|max\.threads"
+    r"|max\.threads\.multiplier|tables\.order\.by\.row\.count|delay\.ms|lock\.timeout\.ms|locking\.mode"
+    r"|query\.mode|mode\.configuration\.based\..+)"
+)
 IMPLEMENTED: dict[Connector, re.Pattern[str]] = {
-    "postgres": re.compile(
-        r"snapshot\.(include\.collection\.list|select\.statement\.overrides(\..+)?|fetch\.size|max\.threads"
-        r"|max\.threads\.multiplier|tables\.order\.by\.row\.count|delay\.ms|lock\.timeout\.ms|locking\.mode"
-        r"|query\.mode|mode\.configuration\.based\..+)"
-    ),
-    "mysql": re.compile(r"(?!)"),
-    "mariadb": re.compile(r"(?!)"),
+    "postgres": _SNAPSHOT_KEYS,
+    "mysql": _SNAPSHOT_KEYS,
+    "mariadb": _SNAPSHOT_KEYS,
 }
 """Keys NOT_YET matches that a connector already acts on (its snapshot settings)."""
 

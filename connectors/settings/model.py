@@ -30,7 +30,9 @@ from connectors.settings.modes import (
     HstoreMode,
     IntervalMode,
     KafkaClient,
+    MariaDbSnapshotLocking,
     MariaDbSslMode,
+    MySqlSnapshotLocking,
     MySqlSnapshotMode,
     MySqlSslMode,
     MySqlTimePrecision,
@@ -119,6 +121,20 @@ class SourceSettings(_Frozen):
     datatype_propagate_source_type: Patterns
     message_key_columns: str | None
     snapshot_mode: str  # each connector's Literal (PgSnapshotMode, MySqlSnapshotMode)
+    snapshot_locking_mode: str  # each connector's Literal
+    snapshot_mode_configuration_based_snapshot_data: bool
+    snapshot_mode_configuration_based_snapshot_schema: bool
+    snapshot_mode_configuration_based_start_stream: bool
+    snapshot_mode_configuration_based_snapshot_on_schema_error: bool
+    snapshot_mode_configuration_based_snapshot_on_data_error: bool
+    snapshot_include_collection_list: Patterns
+    snapshot_fetch_size: int | None
+    snapshot_max_threads: int
+    snapshot_max_threads_multiplier: int
+    snapshot_tables_order_by_row_count: SnapshotTableOrder
+    snapshot_delay_ms: int
+    snapshot_lock_timeout_ms: int
+    snapshot_query_mode: SnapshotQueryMode
     # `column.mask.*` / `column.truncate.*` families, in configuration order
     column_rules: tuple[ColumnRule, ...] = Field(alias="column_rules")
     # `snapshot.select.statement.overrides.<table>` → SELECT
@@ -134,20 +150,7 @@ class PostgresSettings(SourceSettings):
     database_sslpassword: SecretStr | None
     database_tcp_keep_alive: bool = Field(alias="database.tcpKeepAlive")
     snapshot_mode: PgSnapshotMode
-    snapshot_mode_configuration_based_snapshot_data: bool
-    snapshot_mode_configuration_based_snapshot_schema: bool
-    snapshot_mode_configuration_based_start_stream: bool
-    snapshot_mode_configuration_based_snapshot_on_schema_error: bool
-    snapshot_mode_configuration_based_snapshot_on_data_error: bool
-    snapshot_include_collection_list: Patterns
-    snapshot_fetch_size: int | None
-    snapshot_max_threads: int
-    snapshot_max_threads_multiplier: int
-    snapshot_tables_order_by_row_count: SnapshotTableOrder
-    snapshot_delay_ms: int
-    snapshot_lock_timeout_ms: int
     snapshot_locking_mode: PgSnapshotLocking
-    snapshot_query_mode: SnapshotQueryMode
     time_precision_mode: PgTimePrecision
     hstore_handling_mode: HstoreMode
     interval_handling_mode: IntervalMode
@@ -179,6 +182,7 @@ class MySqlSettings(SourceSettings):
     database_ssl_keystore_password: SecretStr | None
     connect_timeout_ms: int
     snapshot_mode: MySqlSnapshotMode
+    snapshot_locking_mode: MySqlSnapshotLocking
     time_precision_mode: MySqlTimePrecision
     bigint_unsigned_handling_mode: BigintUnsignedMode
     enable_time_adjuster: bool
@@ -191,6 +195,7 @@ class MySqlSettings(SourceSettings):
 
 class MariaDbSettings(MySqlSettings):
     database_ssl_mode: MariaDbSslMode  # type: ignore[assignment]  # MariaDB's connector has its own names
+    snapshot_locking_mode: MariaDbSnapshotLocking  # a subset: no Percona modes
 
 
 class KafkaSinkSettings(_Frozen):

@@ -34,6 +34,10 @@ IntervalMode = Literal["numeric", "string"]
 PluginName = Literal["pgoutput"]  # decoderbufs and wal2json need server extensions
 PublicationMode = Literal["all_tables", "disabled", "filtered", "no_tables"]
 
+MySqlSnapshotLocking = Literal[
+    "custom", "extended", "minimal", "minimal_percona", "minimal_percona_no_table_locks", "none"
+]  # fmt: skip
+MariaDbSnapshotLocking = Literal["custom", "extended", "minimal", "none"]
 MySqlSnapshotMode = Literal[
     "always", "configuration_based", "custom", "initial", "initial_only", "never", "no_data", "recovery",
     "when_needed",

@@ -359,13 +359,21 @@ def validate(raw: dict[str, str], server_shape: bool, path: Path | None) -> Vali
         problems.append(
             f"{full('snapshot.mode')}={mode} is not available yet in Tidemark; {SNAPSHOT_MODE_HINT[connector]}"
         )
-    if connector == "postgres":
-        for key, sql in source.items():
-            if key.startswith(_OVERRIDE) and len(key) > len(_OVERRIDE):
-                try:
-                    parse_override(key[len(_OVERRIDE) :], str(sql), "postgres")
-                except OverrideError as e:
-                    problems.append(f"debezium.source.{e}" if full(key) != key else str(e))
+    locking = source.get("snapshot.locking.mode")
+    if locking == "custom" or str(locking).startswith("minimal_percona"):
+        what = "a Java SnapshotterLocking class" if locking == "custom" else "Percona Server's backup locks"
+        usable = "none or shared" if connector == "postgres" else "minimal, extended or none"
+        problems.append(
+            f"{full('snapshot.locking.mode')}={locking} is not supported: it needs {what}; use {usable}"
+        )
+    # A select override is parsed before anything starts (never pasted into SQL unchecked).
+    dialect = "postgres" if connector == "postgres" else "mysql"
+    for key, sql in source.items():
+        if key.startswith(_OVERRIDE) and len(key) > len(_OVERRIDE):
+            try:
+                parse_override(key[len(_OVERRIDE) :], str(sql), dialect)
+            except OverrideError as e:
+                problems.append(f"debezium.source.{e}" if full(key) != key else str(e))
     if connector != "postgres" and source.get("time.precision.mode") == "adaptive":
         # as Debezium 3.6's binlog connectors: a value of the enum, refused by their validation
         problems.append(

@@ -36,13 +36,14 @@ from psycopg2.extensions import quote_ident
 from connectors.api import Lsn, TerminalError
 from connectors.format import envelope as env
 from connectors.format.topics import TopicNamer
-from connectors.settings.config import ConnectorConfig, from_mapping
+from connectors.settings.config import ConnectorConfig
 from connectors.settings.filters import ColumnRules, TableFilters
 from connectors.settings.model import PostgresSettings
 from connectors.settings.overrides import parse_override
 from connectors.settings.values import compile_regex
 from connectors.snapshot.chunks import Chunk, pick_boundaries, range_condition, table_chunks
-from connectors.snapshot.rows import ChunkContext, changelog_rows
+from connectors.snapshot.reading import config_of, marked_pieces
+from connectors.snapshot.rows import ChunkContext
 from connectors.sources.postgres import publications, slots
 from connectors.sources.postgres.catalog import list_tables
 from connectors.sources.postgres.connection import PgConnParams, connect, translate_error
@@ -333,17 +334,6 @@ ORDER BY 1, 2
 
 
 # --------------------------------------------------------------------------- a task's side
-_CFG_CACHE: dict[int, ConnectorConfig] = {}
-
-
-def _config(raw: Mapping[str, str]) -> ConnectorConfig:
-    key = hash(tuple(sorted(raw.items())))
-    cfg = _CFG_CACHE.get(key)
-    if cfg is None:
-        cfg = _CFG_CACHE[key] = from_mapping(dict(raw))
-    return cfg
-
-
 def source_block(cfg: ConnectorConfig, schema: str, table: str, pos: Mapping[str, Any], ts_us: int) -> Any:
     """marker → the `source` block of a snapshot record (PostgreSQL)."""
     src = _settings(cfg)
@@ -381,7 +371,7 @@ def read_chunk(
 ) -> Iterator[pa.Table]:
     """The change-log rows of one chunk, as Arrow tables of at most snapshot.fetch.size rows
     (memory is bounded by that, not by the chunk)."""
-    cfg = _config(raw)
+    cfg = config_of(raw)
     src = _settings(cfg)
     params = PgConnParams.from_settings(src)
     schema, _, name = chunk.table.partition(".")
@@ -390,7 +380,12 @@ def read_chunk(
         with PgSnapshotter._InView(conn, snapshot_name) as cur:
             namer = TopicNamer.from_settings(src)
             cache = TableCache(
-                conn, cfg, namer, TableFilters.from_settings(src), ColumnRules.from_settings(src)
+                conn,
+                cfg,
+                namer,
+                TableFilters.from_settings(src),
+                ColumnRules.from_settings(src),
+                snapshot=True,
             )
             cur.execute("SELECT to_regclass(%s)", (f"{quote_ident(schema, cur)}.{quote_ident(name, cur)}",))
             if cur.fetchone()[0] is None:
@@ -438,41 +433,16 @@ def read_chunk(
         cfg.format.value_schemas_enable,
     )
     fetch = src.snapshot_fetch_size or 10240
-    held: pa.RecordBatch | None = None
-    base = 0
-    first = True
-    for batch in read_batches(
+    batches = read_batches(
         conninfo(src),
         query_text,
         snapshot=snapshot_name,
         fetch_rows=fetch,
         initial_statements=params.initial_statements,
-    ):
-        if batch.num_rows == 0:
-            continue
-        if held is not None:
-            # One batch of look-ahead: only the chunk's last batch holds its last row.
-            yield _rows(chunk, ctx, encoder, held, base, first, False)
-            base += held.num_rows
-            first = False
-        held = batch
-    if held is not None:
-        yield _rows(chunk, ctx, encoder, held, base, first, True)
+    )
+    yield from marked_pieces(chunk, ctx, batches, encoder.encode, lambda b: b.num_rows)
 
 
 def cache_key_columns(ts: Any) -> list[str]:
     """The real (not adjusted) names of the key columns the chunks were planned on."""
     return list(ts.key_names)
-
-
-def _rows(
-    chunk: Chunk,
-    ctx: ChunkContext,
-    encoder: SnapshotColumns,
-    batch: pa.RecordBatch,
-    base: int,
-    first: bool,
-    last: bool,
-) -> pa.Table:
-    key, after = encoder.encode(batch)
-    return changelog_rows(chunk, ctx, key, after, base, first=first, last=last)

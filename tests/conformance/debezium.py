@@ -10,6 +10,11 @@ sink) plus ``"headers"`` (``[[name, value], ...]``) when the record carries Conn
 The child stops when ``expected`` records arrived (and 2 s passed without more), or after ``idle`` quiet seconds (once at least
 one record arrived, or ``first_record_timeout`` seconds after start when none did), and always by
 ``timeout``. Offsets live next to the output file, so a second run continues where one stopped.
+
+:func:`run_debezium_snapshot` runs Debezium's initial snapshot of the tables as they are (run the
+workload first): it stops 1 s after the record marked ``source.snapshot: last`` (Debezium marks the
+snapshot's final record so, whichever table it comes from: an empty last table moves the mark to
+the record before), or at ``expected`` records.
 """
 
 from __future__ import annotations
@@ -49,12 +54,14 @@ def run_debezium(
     log: str | os.PathLike[str] | None = None,
     allow_fewer: bool = False,
     until_topic: str | None = None,
+    until_snapshot_last: bool = False,
 ) -> list[dict]:
     """Run Debezium on ``props`` (plain connector properties) and return the records written to
     ``out`` by this run (the file is truncated first). Raises DebeziumRunError if the child fails
     or, when ``expected`` is given, if fewer records arrived before the deadline (unless
     ``allow_fewer``: the caller compares the records itself). ``until_topic``: also stop 1 s
-    after a record whose topic ends with it arrived."""
+    after a record whose topic ends with it arrived. ``until_snapshot_last``: also stop 1 s after
+    the record whose ``source.snapshot`` is ``last`` arrived."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("")
@@ -83,6 +90,8 @@ def run_debezium(
         cmd += ["--expected", str(expected)]
     if until_topic:
         cmd += ["--until-topic", until_topic]
+    if until_snapshot_last:
+        cmd += ["--until-snapshot-last"]
     for opt in jvm_opts or ["-Xmx512m"]:
         cmd += ["--jvm-opt=" + opt]
     with open(log_path, "w") as lf:
@@ -101,6 +110,54 @@ def run_debezium(
             f"Debezium emitted {len(records)} records, expected {expected}; log: {log_path}"
         )
     return records
+
+
+def run_debezium_snapshot(
+    props: dict[str, object],
+    out: str | os.PathLike[str],
+    *,
+    expected: int | None = None,
+    timeout: float = 240.0,
+    jvm_opts: list[str] | None = None,
+    log: str | os.PathLike[str] | None = None,
+) -> list[dict]:
+    """Debezium's initial snapshot of the tables ``props`` capture, as they are now: a new slot
+    and fresh offsets are needed (``slot.name`` must not exist yet; ``out`` is reused only for a
+    restart). ``snapshot.mode`` defaults to ``initial``. Returns every record of the run: the
+    snapshot's, then whatever streaming emitted before the stop (normally nothing). Raises
+    DebeziumRunError when no record is marked ``last`` (an unfinished snapshot) or, with
+    ``expected``, when fewer records arrived."""
+    cfg: dict[str, object] = {"snapshot.mode": "initial", **props}
+    # long idle: the catalog reads between tables take seconds on a loaded machine; the stop is
+    # the `last` mark (or the count), not silence
+    records = run_debezium(
+        cfg,
+        out,
+        expected=expected,
+        idle=60.0,
+        timeout=timeout,
+        first_record_timeout=min(timeout, 120.0),
+        jvm_opts=jvm_opts,
+        log=log,
+        until_snapshot_last=True,
+    )
+    if not any(snapshot_mark(r) == "last" for r in records):
+        raise DebeziumRunError(
+            f"Debezium's snapshot did not finish: no record marked source.snapshot=last among "
+            f"{len(records)}; log: {Path(out).with_suffix(Path(out).suffix + '.log')}"
+        )
+    return records
+
+
+def snapshot_mark(rec: dict) -> str | None:
+    """A record's ``source.snapshot`` (None when it has no source block), with or without schemas."""
+    value = rec.get("value")
+    if not isinstance(value, dict):
+        return None
+    payload = value.get("payload") if "schema" in value and "payload" in value else value
+    source = payload.get("source") if isinstance(payload, dict) else None
+    mark = source.get("snapshot") if isinstance(source, dict) else None
+    return None if mark is None else str(mark)
 
 
 def read_jsonl(path: str | os.PathLike[str]) -> list[dict]:
@@ -145,7 +202,7 @@ def _child(a: argparse.Namespace) -> int:
 
     props = json.loads(Path(a.props).read_text())
     out = open(a.out, "a")  # noqa: SIM115 - closed explicitly before os._exit
-    seen = {"n": 0, "last": time.time(), "until": False}
+    seen = {"n": 0, "last": time.time(), "until": False, "snapshot_last": False}
     lock = threading.Lock()
 
     class Handler(BasePythonChangeHandler):
@@ -165,6 +222,8 @@ def _child(a: argparse.Namespace) -> int:
                     seen["n"] += 1
                     if a.until_topic and rec["topic"].endswith(a.until_topic):
                         seen["until"] = True
+                    if a.until_snapshot_last and snapshot_mark(rec) == "last":
+                        seen["snapshot_last"] = True
             out.flush()
             seen["last"] = time.time()
 
@@ -198,6 +257,9 @@ def _child(a: argparse.Namespace) -> int:
         if seen["until"] and time.time() - seen["last"] > 1.0:
             reason = "until topic"
             break
+        if seen["snapshot_last"] and time.time() - seen["last"] > 1.0:
+            reason = "snapshot done"
+            break
         if n and time.time() - seen["last"] > a.idle:
             reason = "idle"
             break
@@ -226,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--first-record-timeout", type=float, default=60.0)
     ap.add_argument("--expected", type=int)
     ap.add_argument("--until-topic")
+    ap.add_argument("--until-snapshot-last", action="store_true")
     ap.add_argument("--jvm-opt", action="append")
     a = ap.parse_args(argv)
     if a.child:

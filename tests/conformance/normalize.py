@@ -210,3 +210,132 @@ def assert_conform(debezium: list[dict], tidemark: list[dict], **kw: Any) -> Non
     if problems:
         head = f"Tidemark output differs from Debezium 3.6 ({len(debezium)} vs {len(tidemark)} records):"
         raise AssertionError(head + "\n\n" + "\n\n".join(problems))
+
+
+# --------------------------------------------------------------------------- snapshots
+# What differs between two snapshots of the same rows, taken by two connectors one after the other
+# (each with its own new slot and its own snapshot transaction):
+#
+# * ``source.lsn`` -- the snapshot's consistency point: the new slot's consistent point (or the
+#   WAL position read in the snapshot transaction). Each connector creates its own slot, later in
+#   the WAL than the other's, so the values differ; within one side every snapshot record carries
+#   the same value, which `snapshot_problems` checks instead.
+# * ``source.txId`` -- ``txid_current()`` of the snapshot transaction: a new transaction id for
+#   every snapshot. Same check: one value per side.
+# * ``source.sequence`` -- ``["<lsn_commit>", "<lsn>"]`` text: holds the lsn above (masked so).
+# * ``source.snapshot`` -- which row gets ``first`` / ``first_in_data_collection`` /
+#   ``last_in_data_collection`` / ``last`` depends on the order rows come out of the scan:
+#   Debezium's ``SELECT * FROM t`` (no ORDER BY) returns heap order, a parallel reader returns
+#   its chunks in any order. The mark is masked on each record and compared as a multiset per
+#   topic instead (one ``first_in_data_collection`` and one ``last_in_data_collection`` per table
+#   of two or more rows ...), plus: exactly one ``last``, on the final snapshot record.
+# Records are then compared as a multiset per topic (sorted by their normalised JSON).
+
+SNAPSHOT_MARKS = ("first", "first_in_data_collection", "true", "last_in_data_collection", "last")
+SNAPSHOT_VOLATILE_SOURCE = ("lsn", "txId", "sequence")
+MASKED_MARK = "<snapshot mark>"
+
+
+def _payload(rec: dict) -> dict | None:
+    value = rec.get("value")
+    if not isinstance(value, dict):
+        return None
+    payload = value.get("payload") if "schema" in value and "payload" in value else value
+    return payload if isinstance(payload, dict) else None
+
+
+def snapshot_mark(rec: dict) -> str | None:
+    """``source.snapshot`` of a change event when it is a snapshot mark, else None."""
+    p = _payload(rec)
+    src = p.get("source") if p else None
+    mark = src.get("snapshot") if isinstance(src, dict) else None
+    return mark if mark in SNAPSHOT_MARKS else None
+
+
+def normalize_snapshot_record(rec: dict) -> dict:
+    """`normalize_record`, and for a snapshot record the snapshot-volatile source fields masked."""
+    out = normalize_record(rec)
+    if snapshot_mark(rec) is None:
+        return out
+    src = _payload(out)["source"]  # type: ignore[index]
+    for k in SNAPSHOT_VOLATILE_SOURCE:
+        if k in src:
+            src[k] = f"<{k}>"
+    src["snapshot"] = MASKED_MARK
+    return out
+
+
+def _canonical(rec: dict) -> str:
+    return json.dumps(rec, sort_keys=True, ensure_ascii=False)
+
+
+def snapshot_problems(records: list[dict], side: str, *, ordered: bool = True) -> list[str]:
+    """What one side's snapshot must satisfy whatever the other emitted: one consistency point
+    (lsn, txId) on every snapshot record, exactly one ``last`` and it is the final snapshot record,
+    at most one ``first`` and it is the first. ``ordered=False`` when ``records`` are not in
+    emission order (a Delta change log: parallel chunks commit separately, each with its own
+    `event_index` from 0): then only the counts are checked."""
+    problems: list[str] = []
+    snaps = [r for r in records if snapshot_mark(r) is not None]
+    if not snaps:
+        return [f"{side}: no snapshot records"]
+    points = {(_payload(r)["source"].get("lsn"), _payload(r)["source"].get("txId")) for r in snaps}  # type: ignore[index]
+    if len(points) != 1:
+        problems.append(
+            f"{side}: snapshot records carry {len(points)} (lsn, txId) pairs: {sorted(map(str, points))[:5]}"
+        )
+    marks = [snapshot_mark(r) for r in snaps]
+    if marks.count("last") != 1 or (ordered and marks[-1] != "last"):
+        problems.append(
+            f"{side}: {marks.count('last')} records marked last; the final snapshot record is {marks[-1]!r}"
+        )
+    if marks.count("first") > 1 or (ordered and "first" in marks and marks[0] != "first"):
+        problems.append(f"{side}: {marks.count('first')} records marked first; the first one is {marks[0]!r}")
+    return problems
+
+
+def mark_counts(records: list[dict]) -> dict[str, dict[str, int]]:
+    """Per topic, how many snapshot records carry each mark."""
+    counts: dict[str, dict[str, int]] = {}
+    for r in records:
+        mark = snapshot_mark(r)
+        if mark is not None:
+            per = counts.setdefault(str(r.get("topic")), {})
+            per[mark] = per.get(mark, 0) + 1
+    return counts
+
+
+def diff_snapshot(
+    debezium: list[dict], tidemark: list[dict], *, tidemark_ordered: bool = True, **kw: Any
+) -> list[str]:
+    """Problems (``[]`` = equal) between two snapshots of the same tables: per-side consistency,
+    the marks per topic as a multiset, then the normalised records per topic as a multiset.
+    ``tidemark_ordered``: whether Tidemark's records are in emission order (see
+    `snapshot_problems`)."""
+    problems = snapshot_problems(debezium, "Debezium") + snapshot_problems(
+        tidemark, "Tidemark", ordered=tidemark_ordered
+    )
+    dm, tm = mark_counts(debezium), mark_counts(tidemark)
+    for topic in sorted(set(dm) | set(tm)):
+        if dm.get(topic) != tm.get(topic):
+            problems.append(
+                f"[{topic}] source.snapshot marks differ: Debezium {dm.get(topic)} Tidemark {tm.get(topic)}"
+            )
+
+    def ordered(records: list[dict]) -> list[dict]:
+        norm = [normalize_snapshot_record(r) for r in records]
+        groups = by_topic(norm)
+        return [r for topic in groups for r in sorted(groups[topic], key=_canonical)]
+
+    return problems + diff_records(ordered(debezium), ordered(tidemark), **kw)
+
+
+def assert_snapshot_conform(debezium: list[dict], tidemark: list[dict], **kw: Any) -> None:
+    """`diff_snapshot`, raising AssertionError with a readable report on any difference."""
+    problems = diff_snapshot(debezium, tidemark, **kw)
+    if problems:
+        head = (
+            f"Tidemark's snapshot differs from Debezium 3.6's ({len(debezium)} vs {len(tidemark)} records; "
+            "compared per topic as multisets):"
+        )
+        raise AssertionError(head + "\n\n" + "\n\n".join(problems))

@@ -14,15 +14,14 @@ from connectors.sources.mysql.connection import ConnectionSettings
 
 
 def recovery_hint(config_path: str | None = None) -> str:
-    """What to do when the stored position or the schema history cannot be used any more.
-
-    Snapshots come in a later release; until then the way on is to forget the offsets: the next
-    run takes a fresh schema snapshot and streams from the server's current position."""
+    """What to do when the stored position or the schema history cannot be used any more: forget
+    the offsets; the next run's snapshot (snapshot.mode=initial) recovers the data."""
     cmd = f"tidemark offsets reset --config {config_path or 'FILE'} --yes"
     return (
-        f"run `{cmd}`: the next run takes a fresh schema snapshot and streams from the current binlog "
-        "position (snapshot.mode=no_data); the changes made between the stored position and now are NOT "
-        "captured — a data snapshot will recover them once Tidemark supports snapshots"
+        f"run `{cmd}`: with snapshot.mode=initial the next run takes a new snapshot of the data and streams "
+        "from its position, so nothing is lost (snapshot.mode=when_needed does this by itself); with "
+        "snapshot.mode=no_data it takes a fresh schema snapshot and streams from the current binlog position, "
+        "and the changes made between the stored position and now are NOT captured"
     )
 
 

@@ -174,12 +174,13 @@ def check_resume(
     if stored_lsn is None:
         return None
     name = slot_name or (info.name if info else "?")
-    # Snapshots come with a later release; until then an offsets reset is the way on (the next
-    # run streams from the slot's / server's current position with snapshot.mode=no_data).
+    # The way on: forget the offsets; a new initial snapshot recovers the data (when_needed does
+    # both by itself). With no_data the changes in between are lost, and the hint says so.
     reset = "run `tidemark offsets reset --config FILE --yes`"
     lost = (
-        f"the changes between the stored position {Lsn(stored_lsn)} and now are lost to this connector; "
-        "a data snapshot will recover them once snapshots are available in Tidemark"
+        "with snapshot.mode=initial that next run first takes a new snapshot of the data, so nothing is lost "
+        "(snapshot.mode=when_needed does this by itself); with no_data the changes between the stored "
+        f"position {Lsn(stored_lsn)} and now are lost to this connector"
     )
     recovery = f"{reset}: the next run streams from the slot's current position. {lost}"
     if info is None:

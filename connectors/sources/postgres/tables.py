@@ -36,8 +36,11 @@ class TableCache:
         filters: TableFilters,
         rules: ColumnRules,
         warned: set[Hashable] | None = None,
+        *,
+        snapshot: bool = False,
     ) -> None:
         self.conn, self.cfg, self.namer, self.filters, self.rules = conn, cfg, namer, filters, rules
+        self.snapshot = snapshot  # schema parameters as Debezium's snapshot spells them
         assert isinstance(cfg.source, PostgresSettings)
         self.modes = types.TypeModes.from_settings(cfg.source)
         try:
@@ -122,7 +125,7 @@ class TableCache:
                 )
             if self.rules.propagate_columns or self.rules.propagate_types:
                 # datatype.propagate.source.type matches "<schema>.<table>.<type>" (Debezium's TableId + type name)
-                tname, params = types.source_type(ci, self.registry)
+                tname, params = types.source_type(ci, self.registry, snapshot=self.snapshot)
                 source_types[rc.name] = (f"{rel.namespace}.{rel.name}.{tname}", params)
             mapping = types.column_mapping(ci, self.registry, self.modes)
             if mapping is None:

@@ -499,23 +499,40 @@ def column_mapping(col: ColumnInfo, registry: TypeRegistry, modes: TypeModes) ->
 # --------------------------------------------------------------------------- extras
 
 
-def source_type(col: ColumnInfo, registry: TypeRegistry) -> tuple[str, dict[str, str]]:
+_SERIALS = {"int2": "smallserial", "int4": "serial", "int8": "bigserial"}
+
+
+def source_type(
+    col: ColumnInfo, registry: TypeRegistry, *, snapshot: bool = False
+) -> tuple[str, dict[str, str]]:
     """(pg_type name, `__debezium.source.column.*` parameters) as Debezium 3.6's PostgreSQL
     connector sets them for column.propagate.source.type / datatype.propagate.source.type: the
     type's own name (`int4`, `bpchar`, `_int4`, a domain's name) upper-cased, its pgoutput
-    length/scale, and the column name."""
+    length/scale, and the column name.
+
+    `snapshot`: as its snapshot does, from the JDBC column metadata (pgjdbc's getColumns): an
+    integer column whose default is `nextval(...)` is `serial` / `bigserial` / `smallserial`, and
+    a numeric without precision has length 0 and no scale (checked against Debezium 3.6's output)."""
     info = registry.get(col.type_oid)
     if info is None:
         tname, length, scale = col.type_name.split("(")[0], col.length or 0, col.scale or 0
     else:
         tname = info.name
         length, scale = debezium_length_scale(info, col.typmod, registry)
-    return tname, {
+    params = {
         "__debezium.source.column.type": tname.upper(),
         "__debezium.source.column.length": str(length),
         "__debezium.source.column.scale": str(scale),
         "__debezium.source.column.name": col.name,
     }
+    if snapshot:
+        if tname in _SERIALS and (col.default_expr or "").startswith("nextval("):
+            tname = _SERIALS[tname]
+            params["__debezium.source.column.type"] = tname.upper()
+        if info is not None and info.oid == NUMERIC and col.typmod == NO_TYPMOD:
+            params["__debezium.source.column.length"] = "0"
+            del params["__debezium.source.column.scale"]
+    return tname, params
 
 
 def toast_placeholder(schema: Schema, modes: TypeModes, type_name: str = "") -> Any:

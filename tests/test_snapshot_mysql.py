@@ -1,0 +1,439 @@
+"""MySQL/MariaDB initial snapshot (connectors/snapshot/mysql.py): values equal the streamed ones
+for every type of the streaming conformance workload, the locking modes, the view's position,
+chunking, markers and the schema change events."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pymysql
+import pytest
+from conformance.mysql import workload
+from mycdc import drain, source_config, started_source
+
+from connectors.api import TerminalError
+from connectors.snapshot.mysql import MySqlSnapshotter, View, position, read_chunk
+from connectors.sources.mysql.source import MySqlSource
+
+pytestmark = pytest.mark.mariadb
+
+MARIADB_TYPES = (
+    "CREATE TABLE net (id INT PRIMARY KEY, u UUID, i4 INET4, i6 INET6, "
+    "u2 UUID NOT NULL DEFAULT '00000000-0000-0000-0000-000000000001')"
+)
+MARIADB_ROWS = [
+    "INSERT INTO net (id, u, i4, i6) VALUES (1, 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '10.0.0.1', '2001:db8::1')",
+    "INSERT INTO net (id, u, i4, i6) VALUES (2, '00000000-0000-0000-0000-000000000000', '0.0.0.0', '::ffff:1.2.3.4')",
+    "INSERT INTO net (id) VALUES (3)",
+]
+KEYS = (
+    "CREATE TABLE keys_mix (a BIGINT UNSIGNED NOT NULL, b VARCHAR(10) NOT NULL, c VARBINARY(4) NOT NULL, "
+    "v INT, PRIMARY KEY (a, b, c))"
+)
+
+
+def _snap_cfg(mariadb: Any, tmp_path: Path, unique_name: Any, db: str, **extra: Any) -> Any:
+    return source_config(
+        mariadb,
+        tmp_path / unique_name("wh"),
+        unique_name("snap"),
+        unique_name.server_id(),
+        **{"database.include.list": db},
+        **extra,
+    )
+
+
+def _read_all(
+    cfg: Any, snap: MySqlSnapshotter, view: View, chunk_rows: int = 100_000
+) -> list[dict[str, Any]]:
+    chunks, _ = snap.plan(view, chunk_rows)
+    rows: list[dict[str, Any]] = []
+    for c in chunks:
+        for piece in read_chunk(cfg, c, view, position(view), ()):
+            rows.extend(piece.to_pylist())
+    return rows
+
+
+def _snapshot(cfg: Any, **kw: Any) -> tuple[list[dict[str, Any]], MySqlSnapshotter, View]:
+    snap = MySqlSnapshotter(cfg)
+    view = snap.export(**kw)
+    try:
+        return _read_all(cfg, snap, view), snap, view
+    finally:
+        view.close()
+        snap.close()
+
+
+def _run(mariadb: Any, db: str, statements: list[str]) -> None:
+    conn = mariadb.connect(database=db)
+    try:
+        with conn.cursor() as cur:
+            for s in statements:
+                cur.execute(s)
+    finally:
+        conn.close()
+
+
+def test_values_equal_streaming(
+    mariadb: Any, mariadb_database: str, tmp_path: Path, unique_name: Any
+) -> None:
+    """Every column type of the conformance workload (and MariaDB's UUID/INET4/INET6), in the
+    default modes and the non-default ones: the snapshot's key and after are the streamed bytes."""
+    db = mariadb_database
+    _run(mariadb, db, [*workload.SCHEMA_SQL, MARIADB_TYPES])
+    variants: list[dict[str, Any]] = [
+        {},
+        {
+            "decimal.handling.mode": "string",
+            "bigint.unsigned.handling.mode": "precise",
+            "time.precision.mode": "connect",
+            "binary.handling.mode": "hex",
+        },
+        {"time.precision.mode": "isostring"},
+        {"time.precision.mode": "nanoseconds", "enable.time.adjuster": False},
+        {
+            "decimal.handling.mode": "double",
+            "binary.handling.mode": "base64-url-safe",
+            "column.mask.with.4.chars": r".*\.all_types\.c_varchar",
+            "column.truncate.to.3.chars": r".*\.all_types\.c_text",
+            "message.key.columns": r".*\.nokey:code",
+        },
+    ]
+    sources = [
+        started_source(mariadb, tmp_path / f"s{i}", unique_name, db, **v) for i, v in enumerate(variants)
+    ]
+    _run(mariadb, db, [s for step in workload.STEPS[:3] for s in step] + MARIADB_ROWS)
+    _run(
+        mariadb,
+        db,
+        ["INSERT INTO orders (customer, qty) VALUES ('anne', 1)", "INSERT INTO nokey VALUES ('k', 'x')"],
+    )
+    for i, ((_, src), variant) in enumerate(zip(sources, variants, strict=True)):
+        try:
+            streamed = [r for r in drain(src) if not r.schema_change and r.value is not None]
+        finally:
+            src.close()
+        want = {
+            (r.topic, None if r.key is None else orjson.dumps(r.key), orjson.dumps(r.value["after"]))
+            for r in streamed
+            if r.value["op"] == "c"
+        }
+        cfg = _snap_cfg(mariadb, tmp_path, unique_name, db, **variant)
+        rows, _, _ = _snapshot(cfg)
+        got = {
+            (r["topic"], None if r["key"] is None else r["key"].encode(), r["after"].encode()) for r in rows
+        }
+        topics = {t for t, _, _ in want}
+        got = {g for g in got if g[0] in topics}  # the marker table is not streamed here
+        assert len(want) == 5 + 3 + 2 + 1, f"variant {i}: {len(want)} streamed rows"
+        assert got == want, (
+            f"variant {i} {variant}: {sorted(got - want, key=str)[:2]} vs {sorted(want - got, key=str)[:2]}"
+        )
+
+
+def test_source_block_markers_and_key_chunks(
+    mariadb: Any, mariadb_database: str, tmp_path: Path, unique_name: Any
+) -> None:
+    """Composite keys (unsigned BIGINT past 2**63, varchar, varbinary) split into chunks that
+    cover every row once; markers first..last; the source block is the view's position."""
+    db = mariadb_database
+    rows_sql = ", ".join(
+        f"({(1 << 63) + i * 7919 if i % 2 else i}, 'k{i % 13}', X'{i % 256:02x}ff', {i})" for i in range(1000)
+    )
+    _run(
+        mariadb,
+        db,
+        [KEYS, f"INSERT INTO keys_mix VALUES {rows_sql}", "CREATE TABLE z_empty (id INT PRIMARY KEY)"],
+    )
+    cfg = _snap_cfg(mariadb, tmp_path, unique_name, db, **{"snapshot.fetch.size": 64})
+    snap = MySqlSnapshotter(cfg)
+    view = snap.export()
+    try:
+        chunks, detail = snap.plan(view, 100)
+        assert detail["tables"] == 2
+        data = [c for c in chunks if c.table.endswith("keys_mix")]
+        assert 5 <= len(data) <= 15, [(c.lower, c.upper) for c in data]
+        rows: list[dict[str, Any]] = []
+        for c in chunks:
+            pieces = list(read_chunk(cfg, c, view, position(view), ()))
+            assert all(p.num_rows <= 64 for p in pieces)
+            rows.extend(r for p in pieces for r in p.to_pylist())
+    finally:
+        view.close()
+        snap.close()
+    vs = sorted(orjson.loads(r["after"])["v"] for r in rows)
+    assert vs == list(range(1000))
+    marks = [orjson.loads(r["source"])["snapshot"] for r in rows]
+    assert marks[0] == "first" and marks[-1] == "last"  # z_empty, the last table, is empty
+    assert marks.count("first") == 1 and marks.count("last") == 1 and set(marks) == {"first", "true", "last"}
+    src = orjson.loads(rows[5]["source"])
+    assert (src["file"], src["pos"], src["row"], src["server_id"]) == (view.file, view.pos, 0, 0)
+    assert (
+        src["connector"] == "mariadb"
+        and src["gtid"] is None
+        and src["thread"] is None
+        and src["query"] is None
+    )
+    assert {r["op"] for r in rows} == {"r"} and {r["before"] for r in rows} == {None}
+
+
+def test_position_is_the_view(mariadb: Any, mariadb_database: str, tmp_path: Path, unique_name: Any) -> None:
+    """A row inserted after export is not in the snapshot and is streamed from its position; a
+    row inserted before is in the snapshot and not streamed."""
+    db = mariadb_database
+    _run(
+        mariadb,
+        db,
+        ["CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10))", "INSERT INTO t VALUES (1, 'before')"],
+    )
+    cfg = _snap_cfg(mariadb, tmp_path, unique_name, db)
+    snap = MySqlSnapshotter(cfg)
+    view = snap.export(readers=2)
+    try:
+        _run(mariadb, db, ["INSERT INTO t VALUES (2, 'after')", "UPDATE t SET v = 'changed' WHERE id = 1"])
+        rows = _read_all(cfg, snap, view)
+    finally:
+        view.close()
+        snap.close()
+    assert [orjson.loads(r["after"]) for r in rows] == [{"id": 1, "v": "before"}]
+    src = MySqlSource(cfg, until_caught_up=True)
+    src.open(position(view))
+    try:
+        streamed = [r for r in drain(src) if not r.schema_change and r.value is not None]
+    finally:
+        src.close()
+    assert [(r.value["op"], r.value["after"]) for r in streamed] == [
+        ("c", {"id": 2, "v": "after"}),
+        ("u", {"id": 1, "v": "changed"}),
+    ]
+
+
+def _insert_with_timeout(mariadb: Any, db: str, value: int, timeout_s: int = 1) -> None:
+    conn = mariadb.connect(database=db)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SET SESSION lock_wait_timeout = {timeout_s}")
+            cur.execute("INSERT INTO t VALUES (%s)", (value,))
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("mode", ["minimal", "extended", "none"])
+def test_locking_modes(
+    mode: str, mariadb: Any, mariadb_database: str, tmp_path: Path, unique_name: Any
+) -> None:
+    """minimal and none: a concurrent INSERT is not blocked while the data is read; extended: it
+    waits for the lock (and times out here); every mode reads the view's rows only."""
+    db = mariadb_database
+    _run(
+        mariadb,
+        db,
+        [
+            "CREATE TABLE t (id INT PRIMARY KEY)",
+            "INSERT INTO t VALUES " + ", ".join(f"({i})" for i in range(50)),
+        ],
+    )
+    cfg = _snap_cfg(
+        mariadb, tmp_path, unique_name, db, **{"snapshot.locking.mode": mode, "snapshot.fetch.size": 10}
+    )
+    snap = MySqlSnapshotter(cfg)
+    view = snap.export(readers=2)
+    try:
+        (chunk,), _ = snap.plan(view, 100_000)
+        pieces = read_chunk(cfg, chunk, view, position(view), ())
+        first = next(pieces)  # mid-read: the reader's unbuffered result is open
+        if mode == "extended":
+            with pytest.raises(pymysql.err.OperationalError) as e:
+                _insert_with_timeout(mariadb, db, 1000)
+            assert e.value.args[0] == 1205  # Lock wait timeout exceeded
+        else:
+            _insert_with_timeout(mariadb, db, 1000)
+        rest = [p for p in pieces]
+    finally:
+        view.close()
+        snap.close()
+    ids = [orjson.loads(r["after"])["id"] for p in [first, *rest] for r in p.to_pylist()]
+    assert sorted(ids) == list(range(50))
+    _insert_with_timeout(mariadb, db, 1001)  # the lock is gone with the view
+
+
+def test_lock_timeout(mariadb: Any, mariadb_database: str, tmp_path: Path, unique_name: Any) -> None:
+    """snapshot.lock.timeout.ms bounds the wait for the read lock: one clear error."""
+    db = mariadb_database
+    _run(mariadb, db, ["CREATE TABLE t (id INT PRIMARY KEY)"])
+    holder = mariadb.connect(database=db)
+    try:
+        with holder.cursor() as cur:
+            cur.execute("LOCK TABLES t WRITE")
+        cfg = _snap_cfg(mariadb, tmp_path, unique_name, db, **{"snapshot.lock.timeout.ms": 1000})
+        snap = MySqlSnapshotter(cfg)
+        try:
+            with pytest.raises(TerminalError, match="snapshot.lock.timeout.ms"):
+                snap.export()
+        finally:
+            snap.close()
+    finally:
+        holder.close()
+
+
+def test_schema_change_events_and_history(
+    mariadb: Any, mariadb_database: str, tmp_path: Path, unique_name: Any
+) -> None:
+    """The schema snapshot is recorded at the view's position (what streaming recovers), and with
+    include.schema.changes its events come as CREATE DATABASE then CREATE TABLE, at the view."""
+    db = mariadb_database
+    _run(mariadb, db, ["CREATE TABLE a (id INT PRIMARY KEY)", "CREATE TABLE b (id INT PRIMARY KEY, v TEXT)"])
+    cfg = _snap_cfg(mariadb, tmp_path, unique_name, db)
+    snap = MySqlSnapshotter(cfg)
+    view = snap.export()
+    try:
+        events = snap.schema_change_records(view)
+    finally:
+        view.close()
+        snap.close()
+    ddls = [(k["databaseName"], v["ddl"].split("(")[0].strip()) for k, v in events]
+    assert ddls[0][1].startswith(f"CREATE DATABASE `{db}`")
+    assert [d for _, d in ddls[1:]] == ["CREATE TABLE `a`", "CREATE TABLE `b`"]
+    for _, v in events:
+        s = v["source"]
+        assert (s["snapshot"], s["file"], s["pos"], s["db"]) == ("true", view.file, view.pos, db)
+    assert [c["id"] for c in events[2][1]["tableChanges"]] == [f'"{db}"."b"']
+    history = [r for r in snap.source.history.records() if r["event"] == -1]
+    assert {(r["file"], r["pos"], r["gtids"]) for r in history} == {(view.file, view.pos, view.gtids)}
+
+
+def test_include_list_and_order(
+    mariadb: Any, mariadb_database: str, tmp_path: Path, unique_name: Any
+) -> None:
+    db = mariadb_database
+    _run(
+        mariadb,
+        db,
+        [
+            "CREATE TABLE a (id INT PRIMARY KEY)",
+            "CREATE TABLE b (id INT PRIMARY KEY)",
+            "CREATE TABLE c (id INT PRIMARY KEY)",
+            "INSERT INTO a VALUES (1)",
+            "INSERT INTO c VALUES (1), (2)",
+            "ANALYZE TABLE a, c",
+        ],
+    )
+    cfg = _snap_cfg(
+        mariadb,
+        tmp_path,
+        unique_name,
+        db,
+        **{
+            "snapshot.include.collection.list": f"{db}\\.(a|c)",
+            "snapshot.tables.order.by.row.count": "descending",
+        },
+    )
+    snap = MySqlSnapshotter(cfg)
+    view = snap.export()
+    try:
+        chunks, _ = snap.plan(view, 100)
+    finally:
+        view.close()
+        snap.close()
+    assert [c.table for c in chunks] == [f"{db}.c", f"{db}.a"]
+    bad = _snap_cfg(
+        mariadb, tmp_path, unique_name, db, **{"snapshot.include.collection.list": f"{db}\\.nope"}
+    )
+    snap = MySqlSnapshotter(bad)
+    view = snap.export()
+    try:
+        with pytest.raises(TerminalError, match="matches no captured table"):
+            snap.plan(view, 100)
+    finally:
+        view.close()
+        snap.close()
+
+
+def test_select_override(mariadb: Any, mariadb_database: str, tmp_path: Path, unique_name: Any) -> None:
+    db = mariadb_database
+    _run(
+        mariadb,
+        db,
+        ["CREATE TABLE t (id INT PRIMARY KEY, v INT)"]
+        + ["INSERT INTO t VALUES " + ", ".join(f"({i}, {i % 3})" for i in range(300))],
+    )
+    cfg = _snap_cfg(
+        mariadb,
+        tmp_path,
+        unique_name,
+        db,
+        **{
+            "snapshot.select.statement.overrides": f"{db}.t",
+            f"snapshot.select.statement.overrides.{db}.t": f"SELECT * FROM {db}.t WHERE v = 0",
+        },
+    )
+    snap = MySqlSnapshotter(cfg)
+    view = snap.export()
+    try:
+        rows = _read_all(cfg, snap, view, chunk_rows=50)
+    finally:
+        view.close()
+        snap.close()
+    assert sorted(orjson.loads(r["after"])["id"] for r in rows) == list(range(0, 300, 3))
+
+
+def test_concurrent_chunk_reads(
+    mariadb: Any, mariadb_database: str, tmp_path: Path, unique_name: Any
+) -> None:
+    """Chunks read by N driver threads, each on its own reader of the view, see the same data."""
+    db = mariadb_database
+    _run(
+        mariadb,
+        db,
+        [
+            "CREATE TABLE t (id INT PRIMARY KEY)",
+            "INSERT INTO t VALUES " + ", ".join(f"({i})" for i in range(400)),
+        ],
+    )
+    cfg = _snap_cfg(mariadb, tmp_path, unique_name, db)
+    snap = MySqlSnapshotter(cfg)
+    view = snap.export(readers=3)
+    try:
+        chunks, _ = snap.plan(view, 50)
+        _run(mariadb, db, ["DELETE FROM t WHERE id % 2 = 0"])  # after the view: not seen
+        out: dict[int, list[int]] = {}
+
+        def read(c: Any) -> None:
+            out[c.index] = [
+                orjson.loads(r["after"])["id"]
+                for p in read_chunk(cfg, c, view, position(view), ())
+                for r in p.to_pylist()
+            ]
+
+        threads = [threading.Thread(target=read, args=(c,)) for c in chunks]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(60)
+    finally:
+        view.close()
+        snap.close()
+    assert len(chunks) >= 6
+    assert sorted(i for ids in out.values() for i in ids) == list(range(400))
+
+
+def test_adapters() -> None:
+    """The PyMySQL → binlog-decoder adaptations (connectors/sources/mysql/snapshot_read.py)."""
+    import datetime as dt
+
+    from connectors.sources.mysql.model import Column
+    from connectors.sources.mysql.snapshot_read import adapter
+    from connectors.sources.mysql.types import ZERO
+
+    def col(t: str) -> Column:
+        return Column(name="c", type_name=t, position=1)
+
+    for t in ("DATE", "DATETIME", "TIMESTAMP"):
+        f = adapter(col(t))
+        assert f is not None and f("0000-00-00") is ZERO and f(dt.date(2024, 1, 2)) == dt.date(2024, 1, 2)
+    year = adapter(col("YEAR"))
+    assert year is not None and (year(0), year(2024)) == (1900, 2024)
+    assert adapter(col("INT")) is None and adapter(col("VARCHAR")) is None
