@@ -283,7 +283,9 @@ def test_schema_change_events_and_history(
     mariadb: Any, mariadb_database: str, tmp_path: Path, unique_name: Any
 ) -> None:
     """The schema snapshot is recorded at the view's position (what streaming recovers), and with
-    include.schema.changes its events come as CREATE DATABASE then CREATE TABLE, at the view."""
+    include.schema.changes its events come as Debezium 3.6's snapshot emits them (SET, DROP TABLE,
+    DROP/CREATE DATABASE, USE, CREATE TABLE; tests/test_snapshot_conformance_mysql.py compares
+    them with Debezium's), at the view."""
     db = mariadb_database
     _run(mariadb, db, ["CREATE TABLE a (id INT PRIMARY KEY)", "CREATE TABLE b (id INT PRIMARY KEY, v TEXT)"])
     cfg = _snap_cfg(mariadb, tmp_path, unique_name, db)
@@ -294,13 +296,23 @@ def test_schema_change_events_and_history(
     finally:
         view.close()
         snap.close()
-    ddls = [(k["databaseName"], v["ddl"].split("(")[0].strip()) for k, v in events]
-    assert ddls[0][1].startswith(f"CREATE DATABASE `{db}`")
-    assert [d for _, d in ddls[1:]] == ["CREATE TABLE `a`", "CREATE TABLE `b`"]
-    for _, v in events:
+    assert events[0][0] == {"databaseName": ""}
+    assert events[0][1]["ddl"].startswith("SET character_set_server=")
+    # the shared server holds other tests' databases too: this one's events, in order
+    mine = [v for k, v in events if k["databaseName"] == db]
+    ddls = [v["ddl"].split("(")[0].strip() for v in mine]
+    assert ddls[:3] == [
+        f"DROP TABLE IF EXISTS `{db}`.`a`",
+        f"DROP TABLE IF EXISTS `{db}`.`b`",
+        f"DROP DATABASE IF EXISTS `{db}`",
+    ]
+    assert ddls[3].startswith(f"CREATE DATABASE `{db}` CHARSET ")
+    assert ddls[4:] == [f"USE `{db}`", "CREATE TABLE `a`", "CREATE TABLE `b`"]
+    for v in mine:
         s = v["source"]
         assert (s["snapshot"], s["file"], s["pos"], s["db"]) == ("true", view.file, view.pos, db)
-    assert [c["id"] for c in events[2][1]["tableChanges"]] == [f'"{db}"."b"']
+    assert mine[1]["tableChanges"] == [{"type": "DROP", "id": f'"{db}"."b"', "table": None}]
+    assert [c["id"] for c in mine[-1]["tableChanges"]] == [f'"{db}"."b"']
     history = [r for r in snap.source.history.records() if r["event"] == -1]
     assert {(r["file"], r["pos"], r["gtids"]) for r in history} == {(view.file, view.pos, view.gtids)}
 

@@ -441,3 +441,39 @@ def test_snapshot_to_kafka_matches_jsonl(
     assert sorted(orjson.dumps(orjson.loads(v)) for _k, v, _h in got) == want
     headers = dict(got[0][2])
     assert set(headers) >= {"__debezium.context.connectorLogicalName", "__debezium.context.runId"}
+
+
+def test_shared_locking_waits_at_most_the_lock_timeout(pg: Any, pg_database: str, tmp_path: Path) -> None:
+    """snapshot.locking.mode=shared takes ACCESS SHARE locks while planning, waiting at most
+    snapshot.lock.timeout.ms for a session holding an exclusive lock (DDL in progress). The lock
+    is taken after the export: an exclusive lock assigns a transaction id, and creating a slot
+    waits for every such transaction to end (as it does for Debezium)."""
+    from connectors.api import TerminalError
+    from connectors.snapshot.postgres import PgSnapshotter
+
+    dsn = pg.dsn(dbname=pg_database)
+    _fill(dsn, 5)
+    cfg = _mode_config(
+        pg,
+        pg_database,
+        tmp_path,
+        "initial",
+        snapshot__locking__mode="shared",
+        snapshot__lock__timeout__ms=300,
+    )
+    snap = PgSnapshotter(cfg)
+    view = snap.export(reset=False)
+    holder = psycopg2.connect(dsn)
+    try:
+        with holder.cursor() as cur:
+            cur.execute("LOCK TABLE items IN ACCESS EXCLUSIVE MODE")
+        with pytest.raises(TerminalError) as err:
+            snap.plan(view, 1000)
+        assert "could not be locked within snapshot.lock.timeout.ms=300" in str(err.value)
+        holder.rollback()
+        chunks, _ = snap.plan(view, 1000)  # the lock gone: planning goes through
+        assert [c.table for c in chunks] == ["public.items"]
+    finally:
+        holder.close()
+        view.close()
+        snap.close()

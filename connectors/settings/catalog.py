@@ -561,6 +561,10 @@ NO_EFFECT: tuple[tuple[re.Pattern[str], str], ...] = (
         "Tidemark starts streaming at once (there is no snapshot to wait for)",
     ),
     (re.compile(r"ddl\.parser\.type"), "Tidemark parses DDL with its own parser (sqlglot)"),
+    (
+        re.compile(r"snapshot\.max\.threads\.multiplier"),
+        "Tidemark sizes snapshot chunks by rows (tidemark.snapshot.chunk.rows), not per thread",
+    ),
     (re.compile(r"schema\.history\.internal\.(name|prefer\.ddl)"), _HISTORY),
     (
         re.compile(r"database\.server\.id\.offset"),
@@ -644,7 +648,7 @@ type-checked, with one warning that they are not used yet (unless IMPLEMENTED sa
 
 _SNAPSHOT_KEYS = re.compile(
     r"snapshot\.(include\.collection\.list|select\.statement\.overrides(\..+)?|fetch\.size|max\.threads"
-    r"|max\.threads\.multiplier|tables\.order\.by\.row\.count|delay\.ms|lock\.timeout\.ms|locking\.mode"
+    r"|tables\.order\.by\.row\.count|delay\.ms|lock\.timeout\.ms|locking\.mode"
     r"|query\.mode|mode\.configuration\.based\..+)"
 )
 IMPLEMENTED: dict[Connector, re.Pattern[str]] = {

@@ -130,7 +130,6 @@ class SourceSettings(_Frozen):
     snapshot_include_collection_list: Patterns
     snapshot_fetch_size: int | None
     snapshot_max_threads: int
-    snapshot_max_threads_multiplier: int
     snapshot_tables_order_by_row_count: SnapshotTableOrder
     snapshot_delay_ms: int
     snapshot_lock_timeout_ms: int

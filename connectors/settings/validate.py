@@ -359,6 +359,11 @@ def validate(raw: dict[str, str], server_shape: bool, path: Path | None) -> Vali
         problems.append(
             f"{full('snapshot.mode')}={mode} is not available yet in Tidemark; {SNAPSHOT_MODE_HINT[connector]}"
         )
+    if source.get("snapshot.query.mode") == "custom":
+        problems.append(
+            f"{full('snapshot.query.mode')}=custom is not supported: it loads a Java SnapshotterQuery class; "
+            "use select_all (the default), with snapshot.select.statement.overrides.<table> for custom queries"
+        )
     locking = source.get("snapshot.locking.mode")
     if locking == "custom" or str(locking).startswith("minimal_percona"):
         what = "a Java SnapshotterLocking class" if locking == "custom" else "Percona Server's backup locks"

@@ -72,7 +72,7 @@ from connectors.sources.mysql.connection import current_position
 from connectors.sources.mysql.ddl import TableChange
 from connectors.sources.mysql.history import SNAPSHOT_EVENT, schema_change_value
 from connectors.sources.mysql.model import Table, Tables
-from connectors.sources.mysql.snapshot_read import SESSION_STATEMENTS, SnapshotRows, quote_ident
+from connectors.sources.mysql.snapshot_read import SESSION_STATEMENTS, SnapshotRows, TextResult, quote_ident
 from connectors.sources.mysql.source import SYSTEM_DBS, MySqlSource
 
 log = logging.getLogger(__name__)
@@ -405,16 +405,28 @@ class MySqlSnapshotter:
 
     # ------------------------------------------------------------------ schema change events
     def schema_change_records(self, view: View) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-        """(key, value) payloads of the schema change events of the schema snapshot, in history
-        order (databases, then their tables), each at the view's position with snapshot "true";
-        empty unless include.schema.changes. Emit them before the data."""
+        """(key, value) payloads of the schema change events of the schema snapshot, in the order
+        Debezium 3.6's binlog snapshot emits them (`BinlogSnapshotChangeEventSource.readTableStructure`),
+        each at the view's position with snapshot "true"; empty unless include.schema.changes.
+        Emit them before the data. The statements:
+
+        1. `SET character_set_server=..., collation_server=...` (database "");
+        2. `DROP TABLE IF EXISTS `db`.`t`` for every table of the schema snapshot, sorted by
+           `db.table` (tableChanges: one DROP with table null: the model is empty then);
+        3. per database that has such tables, in that order: `DROP DATABASE IF EXISTS`, `CREATE
+           DATABASE ... CHARSET cs COLLATE coll`, `USE`, then `SHOW CREATE TABLE` of each table.
+
+        The tables are the schema snapshot's, i.e. the schema history's: every table of every
+        non-system database by default, the captured ones with
+        schema.history.internal.store.only.captured.{tables,databases}.ddl. Debezium emits all of
+        them, captured or not (measured: a database outside database.include.list gets its DROP
+        TABLE, DROP/CREATE DATABASE, USE and CREATE TABLE events), so no capture filter here."""
         if not self.src.include_schema_changes:
             return []
         import orjson
 
-        out = []
-        pos = position(view)
-        now = int(time.time() * 1000)
+        # (db, table) -> (SHOW CREATE TABLE text, its changes), from the history's snapshot records
+        creates: dict[tuple[str, str], tuple[str, list[TableChange]]] = {}
         for r in self.schema_records:
             changes = [
                 TableChange(
@@ -422,14 +434,49 @@ class MySqlSnapshotter:
                 )
                 for c in orjson.loads(r["table_changes"] or "[]")
             ]
-            if changes and not any(self.source.filters.captures(c.db, c.table) for c in changes):
-                continue
-            if not changes and not self.source.filters.namespace(r["db"]):
-                continue
-            table = ",".join(c.table for c in changes) or None
-            src = source_block(self.cfg, r["db"], table, pos, view.ts_ms)("true")
-            out.append(schema_change_value(src, now, r["db"], r["ddl"], changes))
+            if changes:
+                creates[(changes[0].db, changes[0].table)] = (r["ddl"], changes)
+        # Debezium sorts table ids by their text `db.table`
+        order = sorted(creates, key=lambda dt: f"{dt[0]}.{dt[1]}")
+        server_vars, db_locales = self._charsets()
+        pos = position(view)
+        now = int(time.time() * 1000)
+
+        def event(db: str, table: str | None, ddl: str, changes: list[TableChange]) -> tuple[Any, Any]:
+            src = source_block(self.cfg, db, table, pos, view.ts_ms)("true")
+            return schema_change_value(src, now, db, ddl, changes)
+
+        out = [event("", None, server_vars, [])]
+        for db, t in order:
+            key, value = event(db, t, f"DROP TABLE IF EXISTS {quote_ident(db)}.{quote_ident(t)}", [])
+            value["tableChanges"] = [{"type": "DROP", "id": f'"{db}"."{t}"', "table": None}]
+            out.append((key, value))
+        for db in dict.fromkeys(d for d, _ in order):  # databases in table order
+            charset, collation = db_locales.get(db, (None, None))
+            create = f"CREATE DATABASE {quote_ident(db)}"
+            create += f" CHARSET {charset}" if charset else ""
+            create += f" COLLATE {collation}" if collation else ""
+            for ddl in (f"DROP DATABASE IF EXISTS {quote_ident(db)}", create, f"USE {quote_ident(db)}"):
+                out.append(event(db, None, ddl, []))
+            for d, t in order:
+                if d == db:
+                    ddl, changes = creates[(d, t)]
+                    out.append(event(d, t, ddl, changes))
         return out
+
+    def _charsets(self) -> tuple[str, dict[str, tuple[str | None, str | None]]]:
+        """Debezium's `SET` statement of the server's character set variables (names sorted,
+        values with `,`/`;` quoted), and each database's (character set, collation)."""
+        with self._conn.cursor() as cur:
+            cur.execute("SHOW VARIABLES WHERE Variable_name IN ('character_set_server', 'collation_server')")
+            variables = sorted((str(k), "" if v is None else str(v)) for k, v in cur.fetchall())
+            cur.execute(
+                "SELECT SCHEMA_NAME, DEFAULT_CHARACTER_SET_NAME, DEFAULT_COLLATION_NAME "
+                "FROM information_schema.SCHEMATA"
+            )
+            locales = {str(d): (cs and str(cs), co and str(co)) for d, cs, co in cur.fetchall()}
+        sets = ", ".join(f"{k}='{v}'" if ("," in v or ";" in v) else f"{k}={v}" for k, v in variables)
+        return f"SET {sets}", locales
 
     # ------------------------------------------------------------------ the plan
     def plan(self, view: View, chunk_rows: int) -> tuple[list[Chunk], dict[str, Any]]:
@@ -597,13 +644,15 @@ def read_chunk(
     source = MySqlSource(cfg)
     source.tables = view.tables
     ts = source._table_schema(db, name, t)
-    encoder = SnapshotRows(ts, t.columns)
+    encoder = SnapshotRows(ts, t.columns, source.types)
     ctx = ChunkContext(
         ts.topic,
         ts.collection,
         ts.key_schema.json_text if ts.key_schema is not None else None,
         ts.envelope_schema.json_text,
-        source_block(cfg, db, name, pos, view.ts_ms),
+        # whole seconds: Debezium's data records carry the server's CURRENT_TIMESTAMP (seconds
+        # precision) read when the table's export starts; its schema events keep milliseconds
+        source_block(cfg, db, name, pos, view.ts_ms - view.ts_ms % 1000),
         headers,
         cfg.format.key_schemas_enable,
         cfg.format.value_schemas_enable,
@@ -628,6 +677,7 @@ def read_chunk(
             f" WHERE {' AND '.join(cond)}" if cond else ""
         )
         cur = conn.cursor(pymysql.cursors.SSCursor)
+        text: TextResult | None = None
         try:
             try:
                 cur.execute(query)
@@ -638,11 +688,18 @@ def read_chunk(
                     )
                     return
                 raise
-            pieces = iter(lambda: list(cur.fetchmany(fetch)), [])
-            yield from marked_pieces(chunk, ctx, pieces, encoder.encode, len)
+            if TextResult.supported(cur):
+                # the rows' bytes in bulk, column-wise (sources/mysql/snapshot_read.py)
+                text = TextResult(cur)
+                yield from marked_pieces(chunk, ctx, text.batches(fetch), encoder.encode_text, len)
+            else:
+                pieces = iter(lambda: list(cur.fetchmany(fetch)), [])
+                yield from marked_pieces(chunk, ctx, pieces, encoder.encode, len)
         finally:
             # An unread unbuffered result must be drained before the reader is reused.
             with contextlib.suppress(pymysql.err.MySQLError):
+                if text is not None:
+                    text.close()
                 cur.close()
 
 

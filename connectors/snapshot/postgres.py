@@ -140,6 +140,11 @@ class PgSnapshotter:
                 else:
                     # The slot exists: a temporary slot exports the view (dropped with the connection).
                     name, temporary = f"tidemark_snap_{uuid.uuid4().hex[:12]}", " TEMPORARY"
+                # PostgreSQL makes the slot consistent once the transactions running now have
+                # ended: a long transaction (or DDL in progress) holds this step up, as for Debezium.
+                log.info(
+                    "snapshot: creating slot %s with an exported snapshot (waits for open transactions)", name
+                )
                 cur.execute(
                     f"CREATE_REPLICATION_SLOT {quote_ident(name, cur)}{temporary} LOGICAL pgoutput EXPORT_SNAPSHOT"
                 )
@@ -219,6 +224,8 @@ class PgSnapshotter:
                     continue
                 tables.append((schema, name, max(0.0, float(reltuples or 0))))
             self._check_includes(include, rows)
+            if src.snapshot_locking_mode == "shared" and tables:
+                self._lock_shared(cur, [(s, t) for s, t, _ in tables])
             order = src.snapshot_tables_order_by_row_count
             if order != "disabled":
                 tables.sort(key=lambda t: t[2], reverse=order == "descending")
@@ -233,6 +240,24 @@ class PgSnapshotter:
                 )
         detail = {"tables": len(tables), "slot": src.slot_name, "kind": "initial"}
         return chunks, detail
+
+    def _lock_shared(self, cur: Any, tables: list[tuple[str, str]]) -> None:
+        """snapshot.locking.mode=shared, as Debezium: ACCESS SHARE locks on the tables while their
+        structure and key boundaries are read (no DROP or ALTER meanwhile; writes go on), waiting
+        at most snapshot.lock.timeout.ms. Released when the planning transaction ends."""
+        ms = self.src.snapshot_lock_timeout_ms
+        names = sql.SQL(", ").join(
+            sql.SQL("{}.{}").format(sql.Identifier(s), sql.Identifier(t)) for s, t in tables
+        )
+        try:
+            cur.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(f"{ms}ms")))
+            cur.execute(sql.SQL("LOCK TABLE {} IN ACCESS SHARE MODE").format(names))
+        except psycopg2.errors.LockNotAvailable:
+            raise TerminalError(
+                f"snapshot.locking.mode=shared: the captured tables could not be locked within "
+                f"snapshot.lock.timeout.ms={ms} (another session holds an exclusive lock: DDL or VACUUM FULL)",
+                "wait for that session, raise snapshot.lock.timeout.ms, or use snapshot.locking.mode=none",
+            ) from None
 
     def _has_rows(self, cur: Any, schema: str, name: str) -> bool:
         """Whether the snapshot reads any row of the table (its override's condition applied)."""

@@ -230,10 +230,37 @@ def assert_conform(debezium: list[dict], tidemark: list[dict], **kw: Any) -> Non
 #   topic instead (one ``first_in_data_collection`` and one ``last_in_data_collection`` per table
 #   of two or more rows ...), plus: exactly one ``last``, on the final snapshot record.
 # Records are then compared as a multiset per topic (sorted by their normalised JSON).
+#
+# MySQL/MariaDB (binlog connectors), in the same way:
+# * ``source.file`` / ``source.pos`` -- the binlog position read under the snapshot's lock (the
+#   view's consistency point): each connector takes its own view, so any write between the two
+#   snapshots moves it (the conformance test writes none, so the two usually agree). One value
+#   per side, checked by `snapshot_problems`.
+# * ``source.gtid`` -- the view's GTID set when the server has GTIDs, else null: part of the same
+#   consistency point (Debezium 3.6's MySQL connector leaves it null in snapshot records).
+# * ``source.ts_ms`` / ``ts_us`` / ``ts_ns`` -- masked for every record above; in a MySQL snapshot
+#   Debezium's data records carry the server's CURRENT_TIMESTAMP (whole seconds) read when each
+#   table's export starts, its schema-change records the clock when each event was made.
+# * Schema-change records (``<topic.prefix>`` topic, ``include.schema.changes``) carry the view's
+#   position too (masked so), but their ``source.snapshot`` mark is compared exactly, and the
+#   topic in order: the statements replay the schema, so their order is part of the contract.
 
 SNAPSHOT_MARKS = ("first", "first_in_data_collection", "true", "last_in_data_collection", "last")
-SNAPSHOT_VOLATILE_SOURCE = ("lsn", "txId", "sequence")
+SNAPSHOT_VOLATILE_SOURCE = ("lsn", "txId", "sequence", "file", "pos", "gtid")
+SCHEMA_CHANGE_VALUE = "SchemaChangeValue"  # io.debezium.connector.<mysql|mariadb>.SchemaChangeValue
 MASKED_MARK = "<snapshot mark>"
+
+
+def is_schema_change_record(rec: dict) -> bool:
+    """Whether ``rec`` is a binlog connector's schema-change event (by its value schema's name,
+    or, without schemas, by its payload's ``ddl`` and ``databaseName``)."""
+    value = rec.get("value")
+    if not isinstance(value, dict):
+        return False
+    name = (value.get("schema") or {}).get("name") if "schema" in value else None
+    if isinstance(name, str):
+        return name.endswith("." + SCHEMA_CHANGE_VALUE)
+    return "ddl" in value and "databaseName" in value
 
 
 def _payload(rec: dict) -> dict | None:
@@ -261,7 +288,8 @@ def normalize_snapshot_record(rec: dict) -> dict:
     for k in SNAPSHOT_VOLATILE_SOURCE:
         if k in src:
             src[k] = f"<{k}>"
-    src["snapshot"] = MASKED_MARK
+    if not is_schema_change_record(rec):
+        src["snapshot"] = MASKED_MARK
     return out
 
 
@@ -276,14 +304,24 @@ def snapshot_problems(records: list[dict], side: str, *, ordered: bool = True) -
     emission order (a Delta change log: parallel chunks commit separately, each with its own
     `event_index` from 0): then only the counts are checked."""
     problems: list[str] = []
-    snaps = [r for r in records if snapshot_mark(r) is not None]
-    if not snaps:
+    every = [r for r in records if snapshot_mark(r) is not None]
+    if not every:
         return [f"{side}: no snapshot records"]
-    points = {(_payload(r)["source"].get("lsn"), _payload(r)["source"].get("txId")) for r in snaps}  # type: ignore[index]
+    # the consistency point: PostgreSQL's (lsn, txId), the binlog's (file, pos, gtid); schema
+    # change records of a MySQL snapshot carry it too
+    points = {
+        tuple(_payload(r)["source"].get(k) for k in ("lsn", "txId", "file", "pos", "gtid"))  # type: ignore[index]
+        for r in every
+    }
     if len(points) != 1:
         problems.append(
-            f"{side}: snapshot records carry {len(points)} (lsn, txId) pairs: {sorted(map(str, points))[:5]}"
+            f"{side}: snapshot records carry {len(points)} consistency points (lsn, txId, file, pos, "
+            f"gtid): {sorted(map(str, points))[:5]}"
         )
+    # the marks are the data records' (schema change records come before them, all "true")
+    snaps = [r for r in every if not is_schema_change_record(r)]
+    if not snaps:
+        return [*problems, f"{side}: no snapshot data records"]
     marks = [snapshot_mark(r) for r in snaps]
     if marks.count("last") != 1 or (ordered and marks[-1] != "last"):
         problems.append(
@@ -315,17 +353,26 @@ def diff_snapshot(
     problems = snapshot_problems(debezium, "Debezium") + snapshot_problems(
         tidemark, "Tidemark", ordered=tidemark_ordered
     )
-    dm, tm = mark_counts(debezium), mark_counts(tidemark)
+    # schema change records' marks are compared record by record below, not counted here
+    dm = mark_counts([r for r in debezium if not is_schema_change_record(r)])
+    tm = mark_counts([r for r in tidemark if not is_schema_change_record(r)])
     for topic in sorted(set(dm) | set(tm)):
         if dm.get(topic) != tm.get(topic):
             problems.append(
                 f"[{topic}] source.snapshot marks differ: Debezium {dm.get(topic)} Tidemark {tm.get(topic)}"
             )
 
+    schema_topics = {r.get("topic") for r in debezium + tidemark if is_schema_change_record(r)}
+
     def ordered(records: list[dict]) -> list[dict]:
         norm = [normalize_snapshot_record(r) for r in records]
         groups = by_topic(norm)
-        return [r for topic in groups for r in sorted(groups[topic], key=_canonical)]
+        # the schema-change topic keeps its order (the DDL replays in it), data topics are sorted
+        return [
+            r
+            for topic in groups
+            for r in (groups[topic] if topic in schema_topics else sorted(groups[topic], key=_canonical))
+        ]
 
     return problems + diff_records(ordered(debezium), ordered(tidemark), **kw)
 

@@ -1,9 +1,23 @@
-"""Snapshot reads of MySQL/MariaDB: PyMySQL rows → the key/after JSON texts streaming emits.
+"""Snapshot reads of MySQL/MariaDB: the text-protocol rows of a SELECT → the key/after JSON texts
+streaming emits, built column-wise.
 
-Values go through the streaming converters (`ColumnDef.convert` of the table schema the MySQL
-source builds, via `TableSchema.row` / `TableSchema.key`), so a snapshot row and a streamed row of
-the same data are the same bytes. What PyMySQL hands over differs from what the binlog decoder
-passes to those converters in one respect only, adapted here per column (`adapter`):
+Reading (`TextResult`): the SELECT runs on a PyMySQL connection inside the view's consistent
+snapshot transaction (no other client can join it), with an unbuffered cursor; its rows are then
+taken off that connection's socket in bulk instead of packet by packet through PyMySQL's
+per-value parser: one short Python loop per row finds the row packets, and numpy cuts every
+column out of the received bytes at once into an Arrow `binary_view` array over those bytes
+(`TextBatch`, one array per selected column, SQL NULL as null). The connection is left exactly
+as PyMySQL's own read would leave it (sequence number, end-of-result state, a drained result on
+an early stop), so the view's reader is reused for the next chunk.
+
+Values (`SnapshotRows.encode_text`) are exactly the streaming ones: every column is either
+encoded column-wise from its text with Arrow compute / numpy / polars (the common types, see
+below), or each value goes the way the old row path took it — PyMySQL's own conversion of that
+column's text (`decode` + `conn.decoders`, taken from the result's field descriptors), `adapter`
+below, then the streaming converter (`ColumnDef.convert`) — and the column-wise encoders send
+every value they do not reproduce exactly (zero dates, years before 1000, decimals of more than
+18 digits, JSON '') the same per-value way. What PyMySQL hands over differs from what the binlog
+decoder passes to the converters in one respect only, adapted per column (`adapter`):
 
 - a zero or invalid DATE / DATETIME / TIMESTAMP (`0000-00-00`) comes as the server's text, where
   the binlog decoder passes `types.ZERO`;
@@ -16,26 +30,57 @@ int, BIT as big-endian bytes, FLOAT/DOUBLE as float (the server prints the short
 reads back), DECIMAL as `decimal.Decimal`, character types as str (the server converts from the
 column charset), binary types and spatial values (SRID + WKB) as bytes, ENUM/SET/JSON/UUID/INET as
 their text (the converters accept text for those), YEAR as int, DATE/TIME/DATETIME/TIMESTAMP as
-date/timedelta/naive datetime (TIMESTAMP in UTC). `tests/test_snapshot_mysql.py` checks every type
-of the streaming conformance workload against the streamed value.
+date/timedelta/naive datetime (TIMESTAMP in UTC).
 
-The JSON texts are built per row (`orjson.dumps` of the dicts `TableSchema.row` returns, the same
-call the Delta sink makes for streamed records): exact by construction, not column-wise.
+Column-wise (when the column's converter is the type mapping's own, i.e. no mask / truncate /
+hash mapper, and the column is not ZEROFILL): TINYINT..BIGINT (BIGINT UNSIGNED in `long` mode),
+DOUBLE, DECIMAL in every decimal.handling.mode, CHAR/VARCHAR/TEXT, ENUM, SET, JSON, BINARY /
+VARBINARY / BLOB in every binary.handling.mode, DATE, DATETIME and TIMESTAMP in every
+time.precision.mode. Per value: BOOLEAN, BIT, YEAR, TIME, FLOAT, BIGINT UNSIGNED `precise`,
+spatial types, UUID/INET4/INET6, VECTOR, and any column with a column mapper.
+`tests/test_snapshot_mysql.py` checks every type of the streaming conformance workload against
+the streamed value, and `tests/test_snapshot_mysql_text.py` the fast paths value by value
+against the row path (`encode`, PyMySQL's rows through `TableSchema.row`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import codecs
+import errno
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
+from pymysql import err as mysql_err
+from pymysql.connections import MysqlPacket
+from pymysql.constants import CR, FLAG
+from pymysql.constants import FIELD_TYPE as FT
 
-from connectors.format.tableschema import TableSchema
+from connectors.format.tableschema import TableSchema, column_null
+from connectors.sources.mysql import types as mysql_types
 from connectors.sources.mysql.model import Column
-from connectors.sources.mysql.types import ZERO
+from connectors.sources.mysql.types import ZERO, TypeOptions, UnknownColumnType, column_def
 
-__all__ = ["SESSION_STATEMENTS", "SnapshotRows", "adapter", "quote_ident"]
+# The column-wise JSON building blocks the PostgreSQL snapshot read already checks value by value
+# against streaming (orjson's string escapes, base64 / hex, Connect decimals, ISO timestamps).
+from connectors.sources.postgres.snapshot_read import (
+    _binary_enc,
+    _decimal_double_enc,
+    _decimal_fixed_enc,
+    _decimal_string_enc,
+    _doubles_json,
+    _iso_timestamps,
+    _object,
+    _patch,
+    _quote,
+    _same_converter,
+)
+
+__all__ = ["SESSION_STATEMENTS", "SnapshotRows", "TextBatch", "TextResult", "adapter", "quote_ident"]
 
 # The session the converters expect (TIMESTAMP in UTC, as the binlog holds it); net_write_timeout
 # because an unbuffered read waits on its consumer (a slow sink) while the server writes.
@@ -70,14 +115,511 @@ def adapter(col: Column) -> Callable[[Any], Any] | None:
     return None
 
 
+# --------------------------------------------------------------------------- reading
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """What the encoders need of one result column: its protocol type, charset and flags, and
+    how PyMySQL itself would turn its text into a value (`encoding`, then `converter`)."""
+
+    type_code: int
+    charsetnr: int
+    flags: int
+    encoding: str | None
+    converter: Callable[[Any], Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class TextBatch:
+    """Rows of a text-protocol result, column-wise: per selected column the values' text as a
+    `binary_view` (or, for a buffer past 2 GiB, `large_binary`) array; null is SQL NULL."""
+
+    columns: list[pa.Array]
+    fields: tuple[Field, ...]
+    num_rows: int
+
+    def __len__(self) -> int:
+        return self.num_rows
+
+
+_READ_SIZE = 1 << 20
+_LONG_PACKET = 0xFFFFFF  # a payload this long continues in the next packet (rows of 16 MiB+)
+_NEED, _FULL, _END, _ERROR, _LONG = range(5)
+
+
+class TextResult:
+    """The rows of an executed unbuffered PyMySQL cursor (`SSCursor`), read off its connection's
+    socket in bulk: `batches(n)` yields `TextBatch`es of at most n rows. `close()` reads what is
+    left of the result (as `SSCursor.close` would: the server sends it all anyway) so the
+    connection can run its next statement; call it before the cursor's own `close`.
+
+    It takes over from PyMySQL's `MySQLResult` after the column descriptors (PyMySQL read
+    those) and hands back the state PyMySQL's own end-of-result leaves (`unbuffered_active`
+    False, warning count, sequence number)."""
+
+    def __init__(self, cur: Any) -> None:
+        res: Any = getattr(cur, "_result", None)
+        self._res: Any = res
+        self._conn: Any = getattr(res, "connection", None)
+        self.active = bool(res is not None and res.unbuffered_active and self._conn is not None)
+        self.fields: tuple[Field, ...] = ()
+        if self.active:
+            self.fields = tuple(
+                Field(f.type_code, f.charsetnr, f.flags, enc, conv)
+                for f, (enc, conv) in zip(res.fields, res.converters, strict=True)
+            )
+        self._seq = int(getattr(self._conn, "_next_seq_id", 0))  # the next packet's sequence number
+        self._acc = bytearray()
+        self._p = 0  # end of the row packets found in _acc so far
+        self._starts: list[int] = []  # where they start
+        self._discard = False
+
+    @staticmethod
+    def supported(cur: Any) -> bool:
+        """Whether this PyMySQL exposes what the bulk read relies on (else read rows with fetchmany)."""
+        conn, res = getattr(cur, "connection", None), getattr(cur, "_result", None)
+        need_conn = ("_rfile", "_next_seq_id", "_sock", "_force_close", "_current_timeout", "_read_timeout")
+        need_res = ("unbuffered_active", "fields", "converters", "_check_packet_is_eof")
+        return all(hasattr(conn, a) for a in need_conn) and all(hasattr(res, a) for a in need_res)
+
+    def batches(self, rows: int) -> Iterator[TextBatch]:
+        rows = max(1, rows)
+        while self.active:
+            status = self._walk(rows)
+            if status == _NEED:
+                if self._discard and self._starts:
+                    self._cut()  # draining: keep no more than one read's rows
+                self._fill()
+            elif self._starts:
+                batch = self._cut()
+                if batch is not None:
+                    yield batch
+            elif status == _END:
+                self._end()
+            elif status == _ERROR:
+                self._error()
+            else:
+                batch = self._long_row()
+                if batch is not None:
+                    yield batch
+
+    def close(self) -> None:
+        """Read the rest of the result, discarding it."""
+        self._discard = True
+        for _ in self.batches(1 << 30):
+            pass
+
+    # -- the socket
+    def _fill(self) -> None:
+        conn = self._conn
+        if conn._current_timeout != conn._read_timeout:  # as PyMySQL's _read_packet does
+            conn._sock.settimeout(conn._read_timeout)
+            conn._current_timeout = conn._read_timeout
+        while True:
+            try:
+                data = conn._rfile.read1(_READ_SIZE)
+                break
+            except OSError as e:
+                if e.errno == errno.EINTR:
+                    continue
+                self._lost(f"Lost connection to MySQL server during query ({e})")
+            except BaseException:
+                self.active = False
+                conn._force_close()
+                raise
+        if not data:
+            self._lost("Lost connection to MySQL server during query")
+        self._acc += data
+
+    def _lost(self, message: str) -> None:
+        self.active = False
+        self._res.unbuffered_active = False
+        self._conn._force_close()
+        raise mysql_err.OperationalError(CR.CR_SERVER_LOST, message)
+
+    def _bad_sequence(self, got: int) -> None:
+        self.active = False
+        self._res.unbuffered_active = False
+        self._conn._force_close()
+        raise mysql_err.InternalError(f"Packet sequence number wrong - got {got} expected {self._seq}")
+
+    # -- packets
+    def _walk(self, limit: int) -> int:
+        """Find whole row packets from `_p` on: stop at `limit` rows, at the end of the bytes
+        received, or at a packet that is not an ordinary row (end, error, a 16 MiB+ row)."""
+        acc, p, starts = self._acc, self._p, self._starts
+        end, k, append = len(acc), len(starts), starts.append
+        status = _FULL
+        while k < limit:
+            if p + 4 > end:
+                status = _NEED
+                break
+            n = acc[p] | acc[p + 1] << 8 | acc[p + 2] << 16
+            q = p + 4 + n
+            if q > end:
+                status = _NEED
+                break
+            if n == _LONG_PACKET:
+                status = _LONG
+                break
+            # a row's first byte is a length (< 0xFB), NULL (0xFB) or a longer length's marker:
+            # 0xFE starts a row only with an 8-byte length, so a short 0xFE packet is the EOF
+            first = acc[p + 4] if n else 0xFF  # (an empty packet is no row: reported as an error)
+            if first >= 0xFE and (first == 0xFF or n < 9):
+                status = _END if first == 0xFE else _ERROR
+                break
+            append(p)
+            p = q
+            k += 1
+        self._p = p
+        return status
+
+    def _cut(self) -> TextBatch | None:
+        """The rows found so far as one batch; their bytes leave the buffer."""
+        if self._discard:  # only the last row's sequence number is checked
+            last, k = self._starts[-1], len(self._starts)
+            want = (self._seq + k - 1) & 0xFF
+            if self._acc[last + 3] != want:
+                self._seq = want
+                self._bad_sequence(self._acc[last + 3])
+            self._seq = (want + 1) & 0xFF
+            del self._acc[: self._p]
+            self._p, self._starts = 0, []
+            return None
+        p, starts = self._p, np.asarray(self._starts, np.int64)
+        buf = bytes(self._acc[:p])
+        del self._acc[:p]
+        self._p = 0
+        self._starts = []
+        b = np.frombuffer(buf, np.uint8)
+        seqs = (self._seq + np.arange(len(starts))) & 0xFF
+        got = b[starts + 3]
+        if not np.array_equal(got, seqs):
+            bad = int(np.argmax(got != seqs))
+            self._seq = int(seqs[bad])
+            self._bad_sequence(int(got[bad]))
+        self._seq = (self._seq + len(starts)) & 0xFF
+        return TextBatch(_split_columns(buf, b, starts + 4, len(self.fields)), self.fields, len(starts))
+
+    def _packet(self) -> tuple[bytes, bool]:
+        """The packet at the buffer's start (waiting for all of it): (payload, continued?)."""
+        acc = self._acc
+        while len(acc) < 4:
+            self._fill()
+        n = acc[0] | acc[1] << 8 | acc[2] << 16
+        while len(acc) < 4 + n:
+            self._fill()
+        if acc[3] != self._seq:
+            self._bad_sequence(acc[3])
+        self._seq = (self._seq + 1) & 0xFF
+        payload = bytes(acc[4 : 4 + n])
+        del acc[: 4 + n]
+        return payload, n == _LONG_PACKET
+
+    def _long_row(self) -> TextBatch | None:
+        parts, more = [], True
+        while more:
+            payload, more = self._packet()
+            parts.append(payload)
+        if self._discard:
+            return None
+        buf = bytes(4) + b"".join(parts)  # one row, behind a dummy packet header
+        b = np.frombuffer(buf, np.uint8)
+        return TextBatch(_split_columns(buf, b, np.array([4]), len(self.fields)), self.fields, 1)
+
+    def _finish(self) -> MysqlPacket:
+        payload, _ = self._packet()
+        self.active = False
+        self._conn._next_seq_id = self._seq
+        res = self._res
+        res.unbuffered_active = False
+        res.rows = None
+        return MysqlPacket(payload, self._conn.encoding)
+
+    def _end(self) -> None:
+        pkt = self._finish()
+        self._res._check_packet_is_eof(pkt)
+        self._res.connection = None
+        if self._acc:  # one SELECT: nothing follows its result
+            self._conn._force_close()
+            raise mysql_err.InternalError("unexpected data after the end of a result set")
+
+    def _error(self) -> None:
+        pkt = self._finish()
+        if not pkt.is_error_packet():
+            self._conn._force_close()
+            raise mysql_err.InternalError("malformed row packet (empty)")
+        pkt.raise_for_error()
+
+
+def _split_columns(buf: bytes, b: np.ndarray, off: np.ndarray, ncols: int) -> list[pa.Array]:
+    """Cut `ncols` length-encoded strings out of every row (`off`: where each row's payload
+    starts), column by column over all rows at once."""
+    data = pa.py_buffer(buf)
+    out = []
+    for _ in range(ncols):
+        lead = b[off].astype(np.int64)
+        length = lead.copy()
+        head = np.ones(len(off), np.int64)
+        null = lead == 0xFB
+        if (lead >= 0xFB).any():
+            length[null] = 0
+            for marker, size in ((0xFC, 2), (0xFD, 3), (0xFE, 8)):
+                m = lead == marker
+                if m.any():
+                    o = off[m]
+                    length[m] = sum(b[o + 1 + j].astype(np.int64) << (8 * j) for j in range(size))
+                    head[m] = 1 + size
+        start = off + head
+        out.append(_views(buf, data, b, start, length, null))
+        off = start + length
+    return out
+
+
+_INLINE = np.arange(12)
+
+
+def _views(
+    buf: bytes, data: pa.Buffer, b: np.ndarray, start: np.ndarray, length: np.ndarray, null: np.ndarray
+) -> pa.Array:
+    """A `binary_view` array of the slices [start, start+length) of `buf`, without copying them:
+    each view holds its length and either the value (up to 12 bytes) or its 4-byte prefix and
+    its offset in `buf` (Arrow's view layout)."""
+    n = len(start)
+    validity = pa.py_buffer(np.packbits(~null, bitorder="little")) if null.any() else None
+    if len(buf) >= 1 << 31:  # view offsets are int32: copy the values instead
+        values = [
+            None if z else buf[s : s + ln]
+            for s, ln, z in zip(start.tolist(), length.tolist(), null.tolist(), strict=True)
+        ]
+        return pa.array(values, pa.large_binary())
+    views = np.zeros((n, 4), np.int32)
+    as_bytes = views.view(np.uint8)  # (n, 16)
+    idx = start[:, None] + _INLINE
+    np.minimum(idx, len(b) - 1, out=idx)
+    inline = b[idx]
+    inline[_INLINE[None, :] >= length[:, None]] = 0
+    as_bytes[:, 4:16] = inline
+    views[:, 0] = length
+    long = length > 12
+    if long.any():
+        views[long, 2] = 0  # the one data buffer
+        views[long, 3] = start[long]
+    return pa.Array.from_buffers(pa.binary_view(), n, [validity, pa.py_buffer(views), data])
+
+
+# --------------------------------------------------------------------------- encoding
+
+Encoder = Callable[[pa.Array], pa.Array]  # a column's values -> JSON fragments, null for NULL
+_NULL = pa.scalar(None, pa.string())
+
+
+def _dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+def _text(arr: pa.Array) -> pa.Array:
+    return arr.cast(pa.string())
+
+
+def _value_of(
+    field: Field, adapt: Callable[[Any], Any] | None, convert: Callable[[Any], Any] | None
+) -> Callable[[Any], Any]:
+    """A value's text (bytes, or str from a string array) -> the payload the row path emits:
+    PyMySQL's conversion, the binlog adaptation, the streaming converter."""
+    enc, pyconv = field.encoding, field.converter
+
+    def value(v: Any) -> Any:
+        if isinstance(v, str):
+            v = v.encode()
+        if enc is not None:
+            v = v.decode(enc)
+        if pyconv is not None:
+            v = pyconv(v)
+        if adapt is not None:
+            v = adapt(v)
+        return v if convert is None else convert(v)
+
+    return value
+
+
+def _per_value(value: Callable[[Any], Any]) -> Encoder:
+    def enc(arr: pa.Array) -> pa.Array:
+        return pa.array([None if v is None else _dumps(value(v)) for v in arr.to_pylist()], pa.string())
+
+    return enc
+
+
+def _cells(f: Callable[..., Any]) -> dict[str, Any]:
+    """The values a converter closure was built with (its mode flags), by name."""
+    code = getattr(f, "__code__", None)
+    if code is None:
+        return {}
+    return dict(zip(code.co_freevars, (c.cell_contents for c in f.__closure__ or ()), strict=True))
+
+
+def _ints(values: np.ndarray) -> pa.Array:
+    return pc.cast(pa.array(values), pa.string())
+
+
+def _int_text_enc(arr: pa.Array) -> pa.Array:
+    return _text(arr)  # the server prints integers as JSON does (ZEROFILL columns never come here)
+
+
+def _unsigned_long_enc(arr: pa.Array) -> pa.Array:
+    # bigint.unsigned.handling.mode=long: Java's long wrap-around past 2^63 - 1
+    return pc.cast(pc.cast(_text(arr), pa.uint64()).view(pa.int64()), pa.string())
+
+
+def _double_enc(arr: pa.Array) -> pa.Array:
+    return _doubles_json(pc.cast(_text(arr), pa.float64()))
+
+
+def _string_enc(arr: pa.Array) -> pa.Array:
+    return _quote(_text(arr))
+
+
+def _json_enc(value: Callable[[Any], Any]) -> Encoder:
+    def enc(arr: pa.Array) -> pa.Array:
+        text = _text(arr)
+        return _patch(_quote(text), pc.equal(text, ""), text, value)  # '' is null or {} per column
+
+    return enc
+
+
+def _on_text(enc: Encoder) -> Encoder:
+    return lambda arr: enc(_text(arr))
+
+
+def _binary_text_enc(mode: str) -> Encoder:
+    enc = _binary_enc(mode)
+    return lambda arr: enc(arr.cast(pa.binary()))
+
+
+# Years 1000..9999 (the converters' adjuster only touches years < 100); the rest per value.
+_DATE_TEXT = r"^[1-9][0-9]{3}-[0-9]{2}-[0-9]{2}"
+_DATETIME_TEXT = _DATE_TEXT + r" [0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?$"
+
+
+def _micros(text: pa.Array) -> tuple[np.ndarray, pa.Array] | None:
+    """(epoch micros, usable) of DATETIME/TIMESTAMP texts; None when Arrow refuses one (an
+    invalid date the server kept, e.g. under ALLOW_INVALID_DATES): then all go per value."""
+    ok = pc.fill_null(pc.match_substring_regex(text, _DATETIME_TEXT), False)
+    try:
+        ts = pc.cast(pc.if_else(ok, text, "1970-01-01 00:00:00"), pa.timestamp("us"))
+    except pa.ArrowInvalid:
+        return None
+    return np.asarray(ts.view(pa.int64()).to_numpy(zero_copy_only=False), np.int64), ok
+
+
+_INT64_NANOS = (1 << 63) // 1000
+
+
+def _datetime_enc(cells: dict[str, Any], value: Callable[[Any], Any]) -> Encoder:
+    iso, nanos, as_millis = bool(cells["iso"]), bool(cells["nanos"]), bool(cells["as_millis"])
+    slow = _per_value(value)
+
+    def enc(arr: pa.Array) -> pa.Array:
+        text = _text(arr)
+        got = _micros(text)
+        if got is None:
+            return slow(arr)
+        m, ok = got
+        if iso:
+            out = _iso_timestamps(m, None)
+        elif nanos:  # NanoTimestamp: null beyond int64 nanoseconds (the converter's None)
+            fits = (m >= -_INT64_NANOS) & (m < _INT64_NANOS)
+            out = pc.if_else(pa.array(fits), _ints(np.where(fits, m, 0) * 1000), "null")
+        elif as_millis:
+            out = _ints(m // 1000)
+        else:
+            out = _ints(m)
+        out = pc.if_else(text.is_null(), _NULL, out)
+        return _patch(out, pc.invert(ok), text, value)
+
+    return enc
+
+
+def _timestamp_enc(width: int, value: Callable[[Any], Any]) -> Encoder:
+    """TIMESTAMP(width) -> ZonedTimestamp: the server prints exactly `width` fraction digits (in
+    UTC, the session's time zone), which is `zoned_timestamp`'s text with 'T' and 'Z' added;
+    years 1000..9999 only (a zero TIMESTAMP goes per value)."""
+    digits = max(width, 0)
+    pattern = _DATE_TEXT + r" [0-9]{2}:[0-9]{2}:[0-9]{2}" + (rf"\.[0-9]{{{digits}}}$" if digits else "$")
+
+    def enc(arr: pa.Array) -> pa.Array:
+        text = _text(arr)
+        ok = pc.fill_null(pc.match_substring_regex(text, pattern), False)
+        iso = pc.replace_substring(text, " ", "T", max_replacements=1)
+        out = pc.binary_join_element_wise('"', iso, 'Z"', "")
+        return _patch(out, pc.invert(ok), text, value)
+
+    return enc
+
+
+def _date_enc(iso: bool, value: Callable[[Any], Any]) -> Encoder:
+    slow = _per_value(value)
+
+    def enc(arr: pa.Array) -> pa.Array:
+        text = _text(arr)
+        ok = pc.fill_null(pc.match_substring_regex(text, _DATE_TEXT + "$"), False)
+        safe = pc.if_else(ok, text, "1970-01-01")
+        try:
+            days = pc.cast(safe, pa.date32())
+        except pa.ArrowInvalid:
+            return slow(arr)
+        if iso:  # the text already is the ISO date for these years
+            out = pc.binary_join_element_wise('"', safe, 'Z"', "")
+        else:
+            out = pc.cast(days.view(pa.int32()), pa.string())
+        out = pc.if_else(text.is_null(), _NULL, out)
+        return _patch(out, pc.invert(ok), text, value)
+
+    return enc
+
+
+_INT_TYPES = frozenset({FT.TINY, FT.SHORT, FT.INT24, FT.LONG, FT.LONGLONG})
+_DECIMAL_TYPES = frozenset({FT.DECIMAL, FT.NEWDECIMAL})
+_STRING_TYPES = frozenset(
+    {
+        FT.VARCHAR,
+        FT.VAR_STRING,
+        FT.STRING,
+        FT.TINY_BLOB,
+        FT.MEDIUM_BLOB,
+        FT.LONG_BLOB,
+        FT.BLOB,
+        FT.ENUM,
+        FT.SET,
+        FT.JSON,
+    }
+)
+_BINARY_BASES = frozenset({"BINARY", "VARBINARY", "BLOB", "TINYBLOB", "MEDIUMBLOB", "LONGBLOB"})
+
+
+def _utf8(encoding: str | None) -> bool:
+    return encoding is not None and codecs.lookup(encoding).name == "utf-8"
+
+
 class SnapshotRows:
     """One table version's SELECT list and row encoder. `columns`: the table model's columns, in
-    table order (what `ts.row` / `ts.key` index)."""
+    table order (what `ts.row` / `ts.key` index). `opts`: the type options the table schema's
+    converters were built with; without them every value goes the per-value way."""
 
-    def __init__(self, ts: TableSchema, columns: Sequence[Column]) -> None:
+    def __init__(self, ts: TableSchema, columns: Sequence[Column], opts: TypeOptions | None = None) -> None:
+        if len(columns) != len(ts.columns):
+            raise ValueError(f"{len(columns)} model columns for a table schema of {len(ts.columns)}")
         self.ts = ts
         self.columns = list(columns)
+        self.opts = opts
         self._adapt = [(i, f) for i, c in enumerate(self.columns) if (f := adapter(c)) is not None]
+        self.needed = sorted(set(ts.value_cols) | set(ts.key_cols))
+        slot = {i: k for k, i in enumerate(self.needed)}
+        self._value = [(slot[i], _dumps(ts.columns[i].name)) for i in ts.value_cols]
+        self._key = [(slot[i], _dumps(ts.columns[i].name)) for i in ts.key_cols]
+        self._nulls = [_dumps(column_null(ts.columns[i])) for i in self.needed]
+        self._plans: dict[tuple[Field, ...], tuple[list[Encoder], list[bool]]] = {}
 
     def select_list(self) -> str:
         return ", ".join(quote_ident(c.name) for c in self.columns)
@@ -93,7 +635,8 @@ class SnapshotRows:
         return out
 
     def encode(self, rows: Sequence[Sequence[Any]]) -> tuple[pa.Array | None, pa.Array]:
-        """(key JSON texts or None for a keyless table, after JSON texts), one per row."""
+        """The row path: PyMySQL rows (`fetchmany`) -> (key JSON texts or None for a keyless
+        table, after JSON texts), one per row, through `TableSchema.row` / `key`."""
         dumps, key, value = orjson.dumps, self.ts.key, self.ts.row
         raws = [self.raw(r) for r in rows] if self._adapt else rows
         after = pa.array([dumps(value(r)) for r in raws], pa.binary()).view(pa.string())
@@ -101,3 +644,76 @@ class SnapshotRows:
             return None, after
         keys = pa.array([dumps(key(r)) for r in raws], pa.binary()).view(pa.string())
         return keys, after
+
+    def encode_text(self, batch: TextBatch) -> tuple[pa.Array | None, pa.Array]:
+        """`encode` for a `TextBatch` (a SELECT of `select_list()`), column-wise."""
+        encoders, _ = self.plan(batch.fields)
+        frags = [
+            pc.fill_null(enc(batch.columns[i]), null)
+            for enc, i, null in zip(encoders, self.needed, self._nulls, strict=True)
+        ]
+        after = _object(frags, self._value, batch.num_rows)
+        key = _object(frags, self._key, batch.num_rows) if self._key else None
+        return key, after
+
+    def fast_columns(self, fields: tuple[Field, ...]) -> list[str]:
+        """The needed columns encoded column-wise for a result of these fields."""
+        _, fast = self.plan(fields)
+        return [self.columns[i].name for i, f in zip(self.needed, fast, strict=True) if f]
+
+    def plan(self, fields: tuple[Field, ...]) -> tuple[list[Encoder], list[bool]]:
+        hit = self._plans.get(fields)
+        if hit is None:
+            if len(fields) != len(self.columns):
+                raise ValueError(f"{len(fields)} result columns for a SELECT of {len(self.columns)}")
+            plans = [self._plan(i, fields[i]) for i in self.needed]
+            hit = self._plans[fields] = ([p for p, _ in plans], [f for _, f in plans])
+        return hit
+
+    def _plan(self, i: int, field: Field) -> tuple[Encoder, bool]:
+        """The column's encoder, and whether it is column-wise."""
+        col, cdef = self.columns[i], self.ts.columns[i]
+        value = _value_of(field, adapter(col), cdef.convert)
+        slow = _per_value(value), False
+        if self.opts is None or cdef.convert is None or field.flags & FLAG.ZEROFILL:
+            return slow
+        try:
+            fresh = column_def(col, self.opts).convert
+        except UnknownColumnType:
+            return slow
+        if fresh is None or not _same_converter(cdef.convert, fresh):
+            return slow  # a column mapper (mask, truncate, hash): its own converter
+        base, tc, name = col.base_type, field.type_code, getattr(fresh, "__name__", "")
+        opts = self.opts
+        if tc in _INT_TYPES:
+            if fresh is mysql_types._int:
+                return _int_text_enc, True
+            if base in ("BIGINT", "INT8", "SERIAL") and col.unsigned and opts.bigint_unsigned_mode == "long":
+                return _unsigned_long_enc, True
+            return slow
+        if tc == FT.DOUBLE and fresh is mysql_types._float:
+            return _double_enc, True
+        if tc in _DECIMAL_TYPES and base in ("DECIMAL", "DEC", "FIXED", "NUMERIC"):
+            scale = col.scale or 0
+            if opts.decimal_mode == "precise":
+                return _on_text(_decimal_fixed_enc(scale, value)), True
+            if opts.decimal_mode == "string":
+                return _on_text(_decimal_string_enc(scale, value)), True
+            return _on_text(_decimal_double_enc(value)), True
+        if tc in _STRING_TYPES:
+            if base in _BINARY_BASES and field.encoding is None:
+                return _binary_text_enc(opts.binary_mode), True
+            if not _utf8(field.encoding):
+                return slow
+            if name in ("conv_str", "conv_enum", "conv_set"):
+                return _string_enc, True
+            if name == "conv_json":
+                return _json_enc(value), True
+            return slow
+        if tc == FT.DATETIME and name == "conv_dt":
+            return _datetime_enc(_cells(fresh), value), True
+        if tc == FT.TIMESTAMP and name == "conv_ts":
+            return _timestamp_enc(int(_cells(fresh)["width"]), value), True
+        if tc in (FT.DATE, FT.NEWDATE) and name == "conv_date":
+            return _date_enc(bool(_cells(fresh)["iso"]), value), True
+        return slow
