@@ -85,7 +85,7 @@ def write_chunk(spec: ChunkSpec, pieces: Iterable[pa.Table]) -> ChunkResult:
             from connectors.settings.config import from_mapping
             from connectors.sinks.kafka import KafkaSink
 
-            kafka = KafkaSink.from_config(from_mapping(dict(spec.raw)))
+            kafka = KafkaSink.from_config(from_mapping(dict(spec.raw)), bulk=True)
         if "jsonl" in spec.sinks:
             assert spec.staging is not None
             res.jsonl_part = os.path.join(
@@ -119,12 +119,15 @@ def write_chunk(spec: ChunkSpec, pieces: Iterable[pa.Table]) -> ChunkResult:
                 if kafka is not None:
                     kafka.send_serialized(
                         topic,
-                        (None if k is None else k for k in keys.cast(pa.binary()).to_pylist()),
+                        keys.cast(pa.binary()).to_pylist(),
                         values.cast(pa.binary()).to_pylist(),
                         spec.headers,
+                        wait=False,  # one wait for the whole chunk, below
                     )
                 if jsonl is not None:
                     _write_string_data(jsonl, jsonl_lines(topic, keys, values))
+        if kafka is not None:
+            kafka.flush()  # the chunk counts as done only once the broker holds all of it
     finally:
         if writer is not None:
             writer.close()

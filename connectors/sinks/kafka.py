@@ -24,6 +24,15 @@ log = logging.getLogger(__name__)
 Client = Literal["confluent", "kafka-python"]
 Headers = Sequence[tuple[str, bytes]]
 
+# Producer settings of snapshot tasks (KafkaSink.from_config(bulk=True)) unless configured.
+# The local queue is bounded (128 MB): a full queue makes `send` wait for deliveries.
+BULK_PRODUCER = {
+    "compression.type": "lz4",
+    "linger.ms": "20",
+    "batch.size": "1048576",
+    "queue.buffering.max.kbytes": "131072",
+}
+
 # Throughput and durability: all in-sync replicas ack, idempotent (no duplicates on internal
 # retries, order kept), batches of up to 1 MB collected for up to 20 ms.
 CONFLUENT_DEFAULTS: dict[str, Any] = {
@@ -572,11 +581,20 @@ class KafkaSink:
         )
 
     @classmethod
-    def from_config(cls, cfg: ConnectorConfig, *, context: tuple[tuple[str, bytes], ...] = ()) -> KafkaSink:
+    def from_config(
+        cls, cfg: ConnectorConfig, *, context: tuple[tuple[str, bytes], ...] = (), bulk: bool = False
+    ) -> KafkaSink:
+        """`bulk`: a snapshot task's producer: unless the file sets them, lz4 compression (every
+        record repeats its table's schema text: ~10x fewer bytes to the brokers), a 20 ms linger
+        and 1 MB batches. The records are the same; consumers decompress transparently."""
         k = cfg.sink.kafka
         ks, vs = schema_flags(cfg)
+        producer = dict(k.producer)
+        if bulk and k.client == "confluent":
+            for key, value in BULK_PRODUCER.items():
+                producer.setdefault(key, value)
         return cls(
-            dict(k.producer),
+            producer,
             client=k.client,
             key_schemas_enable=ks,
             value_schemas_enable=vs,
@@ -601,10 +619,17 @@ class KafkaSink:
         self._producer.flush(self._timeout)
 
     def send_serialized(
-        self, topic: str, keys: Iterable[bytes | None], values: Iterable[bytes | None], headers: Headers
+        self,
+        topic: str,
+        keys: Iterable[bytes | None],
+        values: Iterable[bytes | None],
+        headers: Headers,
+        *,
+        wait: bool = True,
     ) -> int:
-        """Send already-serialized records (a snapshot chunk's, built column-wise) to one topic
-        and wait until the broker holds them all. Returns how many were sent."""
+        """Send already-serialized records (a snapshot chunk's, built column-wise) to one topic;
+        with `wait`, return once the broker holds them all (else call `flush()` later). Returns
+        how many were sent."""
         if topic not in self._known:
             self._producer.ensure_topics({topic})
             self._known.add(topic)
@@ -613,8 +638,13 @@ class KafkaSink:
         for k, v in zip(keys, values, strict=True):
             send(topic, k, v, headers)
             n += 1
-        self._producer.flush(self._timeout)
+        if wait:
+            self._producer.flush(self._timeout)
         return n
+
+    def flush(self) -> None:
+        """Wait until the broker acknowledged everything sent (raises on delivery errors)."""
+        self._producer.flush(self._timeout)
 
     def last_offset(self) -> tuple[int, dict[str, Any]] | None:
         return None

@@ -115,14 +115,22 @@ def _plain(a: pa.Array) -> pa.Array:
     return a.dictionary_decode() if pa.types.is_dictionary(a.type) else a
 
 
+def _value_or_column(a: pa.Array) -> Any:
+    """A column that holds one value on every row (a chunk's schema text) as that one scalar, so
+    the splice broadcasts it instead of first copying it to every row; else the plain column."""
+    if pa.types.is_dictionary(a.type) and len(a.dictionary) == 1 and a.null_count == 0:
+        return a.dictionary[0]
+    return _plain(a)
+
+
 def kafka_bytes(rows: pa.Table) -> tuple[pa.Array, pa.Array]:
     """(key bytes, value bytes) per row of a snapshot chunk's change-log rows, as the Kafka sink
     sends them (JsonConverter form): the same splice as `sinks.delta.kafka_key/kafka_value`."""
     join = pc.binary_join_element_wise
     key = rows["key"].combine_chunks()
-    ks = _plain(rows["key_schema"].combine_chunks())
-    vs = _plain(rows["value_schema"].combine_chunks())
-    if key.null_count == len(key) or ks.null_count == len(ks):
+    ks_col, vs_col = rows["key_schema"].combine_chunks(), rows["value_schema"].combine_chunks()
+    ks, vs = _value_or_column(ks_col), _value_or_column(vs_col)
+    if key.null_count == len(key) or ks_col.null_count == len(ks_col):
         keys = key
     else:
         keys = join('{"schema":', ks, ',"payload":', key, "}", "")
@@ -139,7 +147,9 @@ def kafka_bytes(rows: pa.Table) -> tuple[pa.Array, pa.Array]:
         tail,
         "",
     )
-    values = body if vs.null_count == len(vs) else join('{"schema":', vs, ',"payload":', body, "}", "")
+    values = (
+        body if vs_col.null_count == len(vs_col) else join('{"schema":', vs, ',"payload":', body, "}", "")
+    )
     return keys, values
 
 

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import codecs
 import errno
+import struct
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -145,7 +146,8 @@ class TextBatch:
 
 _READ_SIZE = 1 << 20
 _LONG_PACKET = 0xFFFFFF  # a payload this long continues in the next packet (rows of 16 MiB+)
-_NEED, _FULL, _END, _ERROR, _LONG = range(5)
+_NEED, _END, _ERROR, _LONG = range(4)
+_HEADER = struct.Struct("<I")  # a packet header: 3 bytes of length, 1 of sequence number
 
 
 class TextResult:
@@ -172,7 +174,7 @@ class TextResult:
         self._seq = int(getattr(self._conn, "_next_seq_id", 0))  # the next packet's sequence number
         self._acc = bytearray()
         self._p = 0  # end of the row packets found in _acc so far
-        self._starts: list[int] = []  # where they start
+        self._pend = np.zeros(0, np.int64)  # where they start
         self._discard = False
 
     @staticmethod
@@ -186,15 +188,14 @@ class TextResult:
     def batches(self, rows: int) -> Iterator[TextBatch]:
         rows = max(1, rows)
         while self.active:
-            status = self._walk(rows)
-            if status == _NEED:
-                if self._discard and self._starts:
-                    self._cut()  # draining: keep no more than one read's rows
-                self._fill()
-            elif self._starts:
-                batch = self._cut()
+            status = self._walk()
+            pending = len(self._pend)
+            if pending >= rows or (pending and (status != _NEED or self._discard)):
+                batch = self._cut(rows)  # draining: keeps no more than one read's rows
                 if batch is not None:
                     yield batch
+            elif status == _NEED:
+                self._fill()
             elif status == _END:
                 self._end()
             elif status == _ERROR:
@@ -245,62 +246,65 @@ class TextResult:
         raise mysql_err.InternalError(f"Packet sequence number wrong - got {got} expected {self._seq}")
 
     # -- packets
-    def _walk(self, limit: int) -> int:
-        """Find whole row packets from `_p` on: stop at `limit` rows, at the end of the bytes
-        received, or at a packet that is not an ordinary row (end, error, a 16 MiB+ row)."""
-        acc, p, starts = self._acc, self._p, self._starts
-        end, k, append = len(acc), len(starts), starts.append
-        status = _FULL
-        while k < limit:
-            if p + 4 > end:
-                status = _NEED
-                break
-            n = acc[p] | acc[p + 1] << 8 | acc[p + 2] << 16
-            q = p + 4 + n
+    def _walk(self) -> int:
+        """Find the whole packets received from `_p` on, add the row packets among them to
+        `_pend`, and say what stops the walk: the end of the bytes received (`_NEED`) or, at
+        `_p`, a packet that is no ordinary row (the end, an error, a 16 MiB+ row)."""
+        acc, p = self._acc, self._p
+        end = len(acc)
+        found: list[int] = []
+        append, header, last = found.append, _HEADER.unpack_from, end - 4
+        while p <= last:  # the one per-row Python loop: packet lengths only
+            q = p + 4 + (header(acc, p)[0] & 0xFFFFFF)
             if q > end:
-                status = _NEED
-                break
-            if n == _LONG_PACKET:
-                status = _LONG
-                break
-            # a row's first byte is a length (< 0xFB), NULL (0xFB) or a longer length's marker:
-            # 0xFE starts a row only with an 8-byte length, so a short 0xFE packet is the EOF
-            first = acc[p + 4] if n else 0xFF  # (an empty packet is no row: reported as an error)
-            if first >= 0xFE and (first == 0xFF or n < 9):
-                status = _END if first == 0xFE else _ERROR
                 break
             append(p)
             p = q
-            k += 1
+        status = _NEED
+        if found:
+            at = np.array(found, np.int64)
+            b = np.frombuffer(acc, np.uint8, count=end)
+            n = b[at].astype(np.int64) | b[at + 1].astype(np.int64) << 8 | b[at + 2].astype(np.int64) << 16
+            first = b[np.minimum(at + 4, end - 1)]
+            del b  # (a bytearray cannot be resized while numpy looks at it)
+            # a row's first byte is a length (< 0xFB), NULL (0xFB) or a longer length's marker:
+            # 0xFE starts a row only with an 8-byte length, so a short 0xFE packet is the end
+            odd = (n == _LONG_PACKET) | (n == 0) | ((first == 0xFF) | ((first == 0xFE) & (n < 9)))
+            if odd.any():
+                k = int(np.argmax(odd))
+                status = _LONG if n[k] == _LONG_PACKET else _END if first[k] == 0xFE and n[k] else _ERROR
+                at, p = at[:k], found[k]
+            self._pend = np.concatenate([self._pend, at]) if len(self._pend) else at
         self._p = p
         return status
 
-    def _cut(self) -> TextBatch | None:
-        """The rows found so far as one batch; their bytes leave the buffer."""
-        if self._discard:  # only the last row's sequence number is checked
-            last, k = self._starts[-1], len(self._starts)
-            want = (self._seq + k - 1) & 0xFF
-            if self._acc[last + 3] != want:
-                self._seq = want
-                self._bad_sequence(self._acc[last + 3])
-            self._seq = (want + 1) & 0xFF
-            del self._acc[: self._p]
-            self._p, self._starts = 0, []
-            return None
-        p, starts = self._p, np.asarray(self._starts, np.int64)
-        buf = bytes(self._acc[:p])
-        del self._acc[:p]
-        self._p = 0
-        self._starts = []
-        b = np.frombuffer(buf, np.uint8)
-        seqs = (self._seq + np.arange(len(starts))) & 0xFF
-        got = b[starts + 3]
+    def _cut(self, rows: int) -> TextBatch | None:
+        """The first `rows` rows found as one batch; their bytes leave the buffer."""
+        pend = self._pend
+        take = pend[:rows]
+        cut_at = int(pend[rows]) if len(pend) > rows else self._p
+        acc = self._acc
+        view = np.frombuffer(acc, np.uint8, count=cut_at)
+        seqs = (self._seq + np.arange(len(take))) & 0xFF
+        got = view[take + 3]
         if not np.array_equal(got, seqs):
             bad = int(np.argmax(got != seqs))
-            self._seq = int(seqs[bad])
-            self._bad_sequence(int(got[bad]))
-        self._seq = (self._seq + len(starts)) & 0xFF
-        return TextBatch(_split_columns(buf, b, starts + 4, len(self.fields)), self.fields, len(starts))
+            self._seq, got_bad = int(seqs[bad]), int(got[bad])
+            del view
+            self._bad_sequence(got_bad)
+        self._seq = (self._seq + len(take)) & 0xFF
+        b = None
+        if not self._discard:
+            # a copy, 16 bytes longer: a value's first 12 bytes can always be read (`_views`)
+            b = np.zeros(cut_at + 16, np.uint8)
+            b[:cut_at] = view
+        del view
+        del acc[:cut_at]
+        self._pend = pend[rows:] - cut_at
+        self._p -= cut_at
+        if b is None:
+            return None
+        return TextBatch(_split_columns(b, take + 4, len(self.fields)), self.fields, len(take))
 
     def _packet(self) -> tuple[bytes, bool]:
         """The packet at the buffer's start (waiting for all of it): (payload, continued?)."""
@@ -324,9 +328,10 @@ class TextResult:
             parts.append(payload)
         if self._discard:
             return None
-        buf = bytes(4) + b"".join(parts)  # one row, behind a dummy packet header
-        b = np.frombuffer(buf, np.uint8)
-        return TextBatch(_split_columns(buf, b, np.array([4]), len(self.fields)), self.fields, 1)
+        payload = b"".join(parts)
+        b = np.zeros(len(payload) + 16, np.uint8)
+        b[: len(payload)] = np.frombuffer(payload, np.uint8)
+        return TextBatch(_split_columns(b, np.array([0]), len(self.fields)), self.fields, 1)
 
     def _finish(self) -> MysqlPacket:
         payload, _ = self._packet()
@@ -353,59 +358,56 @@ class TextResult:
         pkt.raise_for_error()
 
 
-def _split_columns(buf: bytes, b: np.ndarray, off: np.ndarray, ncols: int) -> list[pa.Array]:
+def _split_columns(b: np.ndarray, off: np.ndarray, ncols: int) -> list[pa.Array]:
     """Cut `ncols` length-encoded strings out of every row (`off`: where each row's payload
-    starts), column by column over all rows at once."""
-    data = pa.py_buffer(buf)
+    starts in `b`), column by column over all rows at once."""
+    data = pa.py_buffer(b)
     out = []
     for _ in range(ncols):
         lead = b[off].astype(np.int64)
-        length = lead.copy()
-        head = np.ones(len(off), np.int64)
+        length = lead
+        start = off + 1
         null = lead == 0xFB
         if (lead >= 0xFB).any():
-            length[null] = 0
+            length = np.where(lead >= 0xFB, 0, lead)
             for marker, size in ((0xFC, 2), (0xFD, 3), (0xFE, 8)):
                 m = lead == marker
                 if m.any():
                     o = off[m]
                     length[m] = sum(b[o + 1 + j].astype(np.int64) << (8 * j) for j in range(size))
-                    head[m] = 1 + size
-        start = off + head
-        out.append(_views(buf, data, b, start, length, null))
+                    start[m] += size
+        out.append(_views(b, data, start, length, null))
         off = start + length
     return out
 
 
-_INLINE = np.arange(12)
+_INLINE = np.arange(12, dtype=np.int32)
 
 
 def _views(
-    buf: bytes, data: pa.Buffer, b: np.ndarray, start: np.ndarray, length: np.ndarray, null: np.ndarray
+    b: np.ndarray, data: pa.Buffer, start: np.ndarray, length: np.ndarray, null: np.ndarray
 ) -> pa.Array:
-    """A `binary_view` array of the slices [start, start+length) of `buf`, without copying them:
+    """A `binary_view` array of the slices [start, start+length) of `b`, without copying them:
     each view holds its length and either the value (up to 12 bytes) or its 4-byte prefix and
-    its offset in `buf` (Arrow's view layout)."""
+    its offset in `b` (Arrow's view layout). `b` has 16 bytes to spare at its end."""
     n = len(start)
     validity = pa.py_buffer(np.packbits(~null, bitorder="little")) if null.any() else None
-    if len(buf) >= 1 << 31:  # view offsets are int32: copy the values instead
+    if len(b) >= 1 << 31:  # view offsets are int32: copy the values instead
         values = [
-            None if z else buf[s : s + ln]
+            None if z else b[s : s + ln].tobytes()
             for s, ln, z in zip(start.tolist(), length.tolist(), null.tolist(), strict=True)
         ]
         return pa.array(values, pa.large_binary())
-    views = np.zeros((n, 4), np.int32)
-    as_bytes = views.view(np.uint8)  # (n, 16)
-    idx = start[:, None] + _INLINE
-    np.minimum(idx, len(b) - 1, out=idx)
-    inline = b[idx]
-    inline[_INLINE[None, :] >= length[:, None]] = 0
-    as_bytes[:, 4:16] = inline
+    views = np.empty((n, 4), np.int32)
+    start32 = start.astype(np.int32)
+    inline = b[start32[:, None] + _INLINE]
+    inline *= _INLINE[None, :] < length[:, None]  # zero past each value's end
+    views.view(np.uint8)[:, 4:16] = inline
     views[:, 0] = length
     long = length > 12
     if long.any():
         views[long, 2] = 0  # the one data buffer
-        views[long, 3] = start[long]
+        views[long, 3] = start32[long]
     return pa.Array.from_buffers(pa.binary_view(), n, [validity, pa.py_buffer(views), data])
 
 
@@ -476,8 +478,22 @@ def _double_enc(arr: pa.Array) -> pa.Array:
     return _doubles_json(pc.cast(_text(arr), pa.float64()))
 
 
+def _plain_json(text: pa.Array) -> bool:
+    """True when no value holds a character JSON escapes (controls, '"', backslash): one numpy
+    pass over the values' bytes instead of a regex per value (the usual case for text)."""
+    offsets, data = text.buffers()[1:3]
+    if data is None or offsets is None:
+        return True
+    off = np.frombuffer(offsets, np.int32, count=len(text) + 1, offset=text.offset * 4)
+    d = np.frombuffer(data, np.uint8)[off[0] : off[-1]]
+    return not ((d < 0x20).any() or (d == 0x22).any() or (d == 0x5C).any())
+
+
 def _string_enc(arr: pa.Array) -> pa.Array:
-    return _quote(_text(arr))
+    text = _text(arr)
+    if _plain_json(text):
+        return pc.binary_join_element_wise('"', text, '"', "")
+    return _quote(text)
 
 
 def _json_enc(value: Callable[[Any], Any]) -> Encoder:
