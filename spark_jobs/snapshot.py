@@ -293,6 +293,11 @@ def run(cfg: ConnectorConfig, *, spark: Any = None) -> Outcome:
     progress = SnapshotProgress(cfg.warehouse, cfg.name)
     state = progress.latest()
     _, stored = resume_point(cfg)
+    if mode == "recovery":
+        from connectors.snapshot.recovery import recover_history
+
+        recover_history(cfg, stored)
+        return Outcome(Decision(False, False, True, False, "snapshot.mode=recovery: schema history rebuilt"))
     snap = snapshotter(cfg)
     # MySQL/MariaDB: one consistent-snapshot connection per reader, opened under the lock.
     readers = {"readers": _threads(cfg)} if mysql else {}

@@ -458,8 +458,8 @@ def test_unique_key_convert_and_column_list_end_to_end(
 def test_lost_history_names_the_recovery(
     mariadb: Any, mariadb_database: str, tmp_path: Path, unique_name: Any
 ) -> None:
-    """Offsets without a schema history: the hint is the offsets reset Tidemark can do today, with
-    the config file named, and says what is not captured."""
+    """Offsets without a schema history: the hint names snapshot.mode=recovery and the offsets
+    reset, with the config file named, and says what is not captured."""
     cfg, src = _started(mariadb, tmp_path, unique_name, mariadb_database)
     offset = dict(src._start)
     src.close()
@@ -471,4 +471,6 @@ def test_lost_history_names_the_recovery(
     src2.close()
     assert "schema history" in err.value.message
     assert f"tidemark offsets reset --config {cfg.origin.path} --yes" in (err.value.hint or "")
-    assert "NOT captured" in (err.value.hint or "") and "snapshot.mode=recovery" not in str(err.value)
+    assert "NOT captured" in (err.value.hint or "") and "start once with snapshot.mode=recovery" in str(
+        err.value
+    )

@@ -89,7 +89,16 @@ POSTGRES_AVAILABLE_SNAPSHOT_MODES: frozenset[str] = frozenset(
 """PostgreSQL `snapshot.mode` values this Tidemark release implements (add here as they land)."""
 
 MYSQL_AVAILABLE_SNAPSHOT_MODES: frozenset[str] = frozenset(
-    {"always", "configuration_based", "initial", "initial_only", "never", "no_data", "when_needed"}
+    {
+        "always",
+        "configuration_based",
+        "initial",
+        "initial_only",
+        "never",
+        "no_data",
+        "recovery",
+        "when_needed",
+    }
 )
 """MySQL/MariaDB `snapshot.mode` values this Tidemark release implements."""
 
@@ -109,8 +118,8 @@ warning says so. Set to "initial" once initial snapshots land."""
 
 SNAPSHOT_MODE_HINT: dict[Connector, str] = {
     "postgres": "use initial, initial_only, always, when_needed, configuration_based, no_data or never",
-    "mysql": "use initial, initial_only, always, when_needed, configuration_based, no_data or never",
-    "mariadb": "use initial, initial_only, always, when_needed, configuration_based, no_data or never",
+    "mysql": "use initial, initial_only, always, when_needed, recovery, configuration_based, no_data or never",
+    "mariadb": "use initial, initial_only, always, when_needed, recovery, configuration_based, no_data or never",
 }
 
 # --------------------------------------------------------------------------- common properties

@@ -181,7 +181,9 @@ class MySqlSource:
             if not self.history.exists():
                 raise TerminalError(
                     f"the schema history ({self.history.uri}) is empty but offsets exist",
-                    recovery_hint(self.config_path),
+                    "if no table changed since the stored position, start once with snapshot.mode=recovery: it "
+                    "rebuilds the history from the current table structures (and refuses if one changed); "
+                    f"otherwise {recovery_hint(self.config_path)}",
                 )
             tables = self.history.recover(start_offset)
             offset = dict(start_offset)
