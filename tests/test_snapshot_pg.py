@@ -477,3 +477,33 @@ def test_shared_locking_waits_at_most_the_lock_timeout(pg: Any, pg_database: str
         holder.close()
         view.close()
         snap.close()
+
+
+def test_spark_submit_runs_the_job(pg: Any, pg_database: str, tmp_path: Path) -> None:
+    """`spark-submit spark_jobs/snapshot.py --config FILE`, as a scheduler runs it (the
+    virtualenv's bin first on PATH, as after `source .venv/bin/activate`)."""
+    _fill(pg.dsn(dbname=pg_database), 100)
+    cfg = _mode_config(pg, pg_database, tmp_path, "initial_only")
+    result = tmp_path / "outcome.json"
+    bindir = Path(sys.executable).parent
+    env = dict(
+        os.environ, PATH=f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}", PYSPARK_PYTHON=sys.executable
+    )
+    proc = subprocess.run(
+        [
+            str(bindir / "spark-submit"),
+            "spark_jobs/snapshot.py",
+            "--config",
+            str(cfg.origin.path),
+            "--result",
+            str(result),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert orjson.loads(result.read_bytes())["rows"] == 100
+    assert len(_lines(tmp_path / "initial_only.jsonl")) == 100
