@@ -172,7 +172,7 @@ FIXTURE = Path(__file__).parent / "golden" / "postgres" / "snapshot_probe.jsonl"
 
 
 def _snapshot_sample() -> list[dict]:
-    """Debezium 3.6 snapshot records captured by /work/notes/dbz_pg_snapshot_probe.py."""
+    """Debezium 3.6 snapshot records captured by tests/golden/postgres/snapshot_probe.py."""
     return read_jsonl(FIXTURE)
 
 

@@ -16,7 +16,8 @@ below), or each value goes the way the old row path took it — PyMySQL's own co
 column's text (`decode` + `conn.decoders`, taken from the result's field descriptors), `adapter`
 below, then the streaming converter (`ColumnDef.convert`) — and the column-wise encoders send
 every value they do not reproduce exactly (zero dates, years before 1000, decimals of more than
-18 digits, JSON '') the same per-value way. What PyMySQL hands over differs from what the binlog
+18 digits, JSON '') the same per-value way — and a batch's whole DATE/DATETIME column when Arrow
+refuses one of its dates (one the server kept under ALLOW_INVALID_DATES, e.g. 2024-02-30). What PyMySQL hands over differs from what the binlog
 decoder passes to the converters in one respect only, adapted per column (`adapter`):
 
 - a zero or invalid DATE / DATETIME / TIMESTAMP (`0000-00-00`) comes as the server's text, where
@@ -33,11 +34,13 @@ their text (the converters accept text for those), YEAR as int, DATE/TIME/DATETI
 date/timedelta/naive datetime (TIMESTAMP in UTC).
 
 Column-wise (when the column's converter is the type mapping's own, i.e. no mask / truncate /
-hash mapper, and the column is not ZEROFILL): TINYINT..BIGINT (BIGINT UNSIGNED in `long` mode),
-DOUBLE, DECIMAL in every decimal.handling.mode, CHAR/VARCHAR/TEXT, ENUM, SET, JSON, BINARY /
-VARBINARY / BLOB in every binary.handling.mode, DATE, DATETIME and TIMESTAMP in every
-time.precision.mode. Per value: BOOLEAN, BIT, YEAR, TIME, FLOAT, BIGINT UNSIGNED `precise`,
-spatial types, UUID/INET4/INET6, VECTOR, and any column with a column mapper.
+hash mapper, and the column is not ZEROFILL): TINYINT..BIGINT and BOOLEAN (= TINYINT(1); BIGINT
+UNSIGNED in `long` mode), DOUBLE, DECIMAL in every decimal.handling.mode (precise: up to 18
+digits), CHAR/VARCHAR/TEXT, ENUM, SET, JSON, BINARY / VARBINARY / BLOB in every
+binary.handling.mode, DATE, DATETIME and TIMESTAMP in every time.precision.mode (years
+1000..9999). Per value: BIT, YEAR, TIME, FLOAT, BIGINT UNSIGNED `precise`, spatial types,
+UUID/INET4/INET6, VECTOR, columns of a non-UTF-8 result charset, and any column with a column
+mapper.
 `tests/test_snapshot_mysql.py` checks every type of the streaming conformance workload against
 the streamed value, and `tests/test_snapshot_mysql_text.py` the fast paths value by value
 against the row path (`encode`, PyMySQL's rows through `TableSchema.row`).
