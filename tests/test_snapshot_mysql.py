@@ -77,6 +77,13 @@ def _run(mariadb: Any, db: str, statements: list[str]) -> None:
         conn.close()
 
 
+def _snapshot_year(after: dict[str, Any]) -> dict[str, Any]:
+    """The one value Debezium's snapshot and its stream disagree on, and Tidemark with them:
+    YEAR 0000 is 1900 streamed (binlog: year - 1900) and 2000 snapshotted (JDBC year 0, then the
+    two-digit-year rule). tests/test_snapshot_conformance_mysql.py checks the snapshot side."""
+    return {k: 2000 if k == "c_year" and v == 1900 else v for k, v in after.items()}
+
+
 def test_values_equal_streaming(
     mariadb: Any, mariadb_database: str, tmp_path: Path, unique_name: Any
 ) -> None:
@@ -117,7 +124,11 @@ def test_values_equal_streaming(
         finally:
             src.close()
         want = {
-            (r.topic, None if r.key is None else orjson.dumps(r.key), orjson.dumps(r.value["after"]))
+            (
+                r.topic,
+                None if r.key is None else orjson.dumps(r.key),
+                orjson.dumps(_snapshot_year(r.value["after"])),
+            )
             for r in streamed
             if r.value["op"] == "c"
         }
@@ -446,6 +457,5 @@ def test_adapters() -> None:
     for t in ("DATE", "DATETIME", "TIMESTAMP"):
         f = adapter(col(t))
         assert f is not None and f("0000-00-00") is ZERO and f(dt.date(2024, 1, 2)) == dt.date(2024, 1, 2)
-    year = adapter(col("YEAR"))
-    assert year is not None and (year(0), year(2024)) == (1900, 2024)
+    assert adapter(col("YEAR")) is None  # YEAR 0000 stays 0: 2000, as Debezium's snapshot (not 1900)
     assert adapter(col("INT")) is None and adapter(col("VARCHAR")) is None

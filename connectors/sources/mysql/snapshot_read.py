@@ -22,8 +22,10 @@ decoder passes to the converters in one respect only, adapted per column (`adapt
 
 - a zero or invalid DATE / DATETIME / TIMESTAMP (`0000-00-00`) comes as the server's text, where
   the binlog decoder passes `types.ZERO`;
-- YEAR `0000` comes as 0, where the binlog decoder passes 1900 (the binlog stores YEAR as one
-  byte, year - 1900, and 0 for 0000; the decoder adds 1900 to it, as Debezium's does).
+- YEAR `0000` comes as 0 and stays 0: the converter then gives 2000, as Debezium's snapshot does
+  (its JDBC read sees year 0, which the converter's two-digit-year rule makes 2000 —
+  tests/test_snapshot_conformance_mysql.py), while its streaming gives 1900 (the binlog stores
+  YEAR as year - 1900 and the decoder adds 1900). Snapshot and stream differ here as Debezium's do.
 
 Everything else already has the binlog decoder's Python type when the session uses
 `time_zone='+00:00'` and `utf8mb4` results (see `SESSION_STATEMENTS`): integers (unsigned too) as
@@ -106,16 +108,10 @@ def _zero_if_text(v: Any) -> Any:
     return ZERO if isinstance(v, str) else v
 
 
-def _year(v: Any) -> Any:
-    return 1900 if v == 0 else v
-
-
 def adapter(col: Column) -> Callable[[Any], Any] | None:
     """What turns PyMySQL's value of `col` into the binlog decoder's (None: already the same)."""
     if col.base_type in _ZERO_TEXT_TYPES:
         return _zero_if_text
-    if col.base_type == "YEAR":
-        return _year
     return None
 
 
