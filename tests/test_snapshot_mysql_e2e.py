@@ -22,7 +22,7 @@ from connectors.settings.config import load
 from connectors.snapshot.progress import SnapshotProgress
 
 ROOT = Path(__file__).resolve().parents[1]
-ROWS = int(os.environ.get("TIDEMARK_SNAPSHOT_TEST_ROWS_MYSQL", "100000"))
+ROWS = int(os.environ.get("TIDEMARK_SNAPSHOT_TEST_ROWS", "500000"))
 
 
 def _table(db: Any, name: str, n: int) -> None:
@@ -118,7 +118,7 @@ def test_run_snapshots_then_streams_under_concurrent_writes(
 
 def test_sigkill_mid_snapshot_resumes(mariadb: Any, mariadb_database: str, tmp_path: Path) -> None:
     db = mariadb_database
-    n = max(40_000, ROWS // 2)
+    n = max(40_000, ROWS // 5)
     _table(mariadb, db, n)
     out = tmp_path / "out.jsonl"
     cfg_path = write_config(
