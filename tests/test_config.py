@@ -338,9 +338,9 @@ def test_mysql_recovery_alias() -> None:
         "snapshot.mode": "schema_only_recovery",
         "debezium.sink.type": "delta",
     }
-    msg = errors_of(flat)
-    assert "snapshot.mode=recovery is not available yet in Tidemark" in msg
+    assert from_mapping(flat).source.snapshot_mode == "recovery"  # the 1.x name of recovery
     cfg = from_mapping({**flat, "snapshot.mode": "schema_only"})
+    assert cfg.source.snapshot_mode == "no_data"
     assert cfg.origin.properties["database.include.list"] == ["inventory"]
 
 
