@@ -292,15 +292,17 @@ def run(cfg: ConnectorConfig, *, spark: Any = None) -> Outcome:
         return Outcome(decide(mode, has_offset=False, resumable=True, state=None))
     progress = SnapshotProgress(cfg.warehouse, cfg.name)
     state = progress.latest()
-    _, stored = resume_point(cfg)
+    seq, stored = resume_point(cfg)
     if mode == "recovery":
         from connectors.snapshot.recovery import recover_history
 
         recover_history(cfg, stored)
         return Outcome(Decision(False, False, True, False, "snapshot.mode=recovery: schema history rebuilt"))
     snap = snapshotter(cfg)
-    # MySQL/MariaDB: one consistent-snapshot connection per reader, opened under the lock.
-    readers = {"readers": _threads(cfg)} if mysql else {}
+    # MySQL/MariaDB, locking method: one consistent-snapshot connection per reader, opened under
+    # the lock. The lock-free method reads every chunk in a Spark task (run_watermark_chunk).
+    watermarks = mysql and cfg.runtime.snapshot_mysql_method == "watermarks"
+    readers = {"readers": _threads(cfg)} if mysql and not watermarks else {}
     try:
         flags = (
             src.snapshot_mode_configuration_based_snapshot_data,
@@ -343,7 +345,7 @@ def run(cfg: ConnectorConfig, *, spark: Any = None) -> Outcome:
             pos = position(view)
             chunks, detail = snap.plan(view, cfg.runtime.snapshot_chunk_rows)
             if mysql:
-                _start_stream_at(cfg, snap, view)
+                _start_stream_at(cfg, snap, view, seq)
             progress.plan(sid, chunks, pos, detail)
             done_rows = 0
             at = f"binlog {pos['file']}:{pos['pos']}" if mysql else f"LSN {pos['lsn']}"
@@ -362,7 +364,17 @@ def run(cfg: ConnectorConfig, *, spark: Any = None) -> Outcome:
         snap.close()
     try:
         rows = _read_chunks(
-            cfg, spark, sid, view, pos, chunks, done_rows, progress, context_headers_for(cfg), mysql=mysql
+            cfg,
+            spark,
+            sid,
+            view,
+            pos,
+            chunks,
+            done_rows,
+            progress,
+            context_headers_for(cfg),
+            driver_threads=mysql and not watermarks,
+            watermarks=watermarks,
         )
     finally:
         view.close()
@@ -379,20 +391,18 @@ def _threads(cfg: ConnectorConfig) -> int:
     return max(1, os.cpu_count() or 1)
 
 
-def _start_stream_at(cfg: ConnectorConfig, snap: Any, view: Any) -> None:
+def _start_stream_at(cfg: ConnectorConfig, snap: Any, view: Any, seq: int) -> None:
     """MySQL/MariaDB: streaming must start at the view's binlog position (PostgreSQL's slot
     does this by itself). The schema-change events of the schema snapshot (include.schema.changes)
     go to the sinks first, as one engine batch whose offset is that position; without them the
     position goes to the offset table. Either way the next stream resumes there."""
     from connectors.api import Batch
     from connectors.engine.loop import close_all
-    from connectors.engine.wiring import resume_point
     from connectors.sinks import build_sinks
     from connectors.snapshot.mysql import position, schema_change_events
     from connectors.state.offsets import DeltaOffsetStore
 
     pos = position(view)
-    seq, _ = resume_point(cfg)
     events = schema_change_events(snap, view)
     if events:
         sinks = build_sinks(cfg)
@@ -415,7 +425,8 @@ def _read_chunks(
     progress: SnapshotProgress,
     headers: tuple[tuple[str, bytes], ...],
     *,
-    mysql: bool = False,
+    driver_threads: bool = False,
+    watermarks: bool = False,
 ) -> int:
     committer = Committer(cfg, sid)
     todo = []
@@ -427,7 +438,7 @@ def _read_chunks(
         todo.append(c)
     if not todo:
         return done_rows
-    own_session = spark is None and not mysql
+    own_session = spark is None and not driver_threads
     if own_session:
         spark = spark_session(cfg)
     snapshot_name = view if isinstance(view, str) else view.name
@@ -448,7 +459,8 @@ def _read_chunks(
     }
     shown = Progress(todo, done_rows)
     rows = done_rows
-    if mysql:
+    highs: dict[int, dict[str, Any]] = {}  # lock-free chunks: the position each is consistent at
+    if driver_threads:
         # A MySQL consistent view cannot be shared across connections: its chunks are read by
         # driver threads, one per reader connection of the view (Debezium's parallel snapshot).
         from connectors.snapshot.mysql import read_chunk as mysql_chunk
@@ -464,7 +476,11 @@ def _read_chunks(
 
         def one(spec: ChunkSpec) -> ChunkResult:
             sc.setJobGroup(f"tidemark-snapshot-{sid[:8]}", f"chunk {spec.chunk.index} of {spec.chunk.table}")
-            (res,) = sc.parallelize([spec], 1).map(run_chunk).collect()
+            if not watermarks:
+                (res,) = sc.parallelize([spec], 1).map(run_chunk).collect()
+                return res
+            ((res, high),) = sc.parallelize([spec], 1).map(run_watermark_chunk).collect()
+            highs[spec.chunk.index] = high
             return res
 
     try:
@@ -487,7 +503,7 @@ def _read_chunks(
                     c = order.pop(0)
                     res = ready.pop(c.index)
                     committer.commit(c, res)
-                    progress.chunks_done(sid, [(c, res.rows)])
+                    progress.chunks_done(sid, [(c, res.rows)], highs)
                     rows += res.rows
                     shown.chunk_done(c, res.rows)
     finally:
@@ -495,8 +511,18 @@ def _read_chunks(
         if staging:
             shutil.rmtree(staging, ignore_errors=True)
         if own_session:
-            spark.stop()  # an own session exists only for PostgreSQL
+            spark.stop()  # an own session exists unless MySQL chunks are read by driver threads
     return rows
+
+
+def run_watermark_chunk(spec: ChunkSpec) -> tuple[ChunkResult, dict[str, Any]]:
+    """A Spark task of the lock-free MySQL/MariaDB method: read one chunk between its binlog
+    watermarks, write it to the sinks; returns the high watermark it is consistent at."""
+    from connectors.snapshot.watermarks import WatermarkChunk
+
+    chunk = WatermarkChunk(spec.raw, spec.chunk, spec.position, spec.headers)
+    res = write_chunk(spec, chunk.rows())
+    return res, chunk.high
 
 
 def _result(fut: Future[ChunkResult], chunk: Chunk) -> ChunkResult:

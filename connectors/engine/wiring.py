@@ -78,9 +78,16 @@ def _source(cfg: ConnectorConfig) -> tuple[Callable[..., Source], Callable[[dict
         from connectors.sources.postgres import source as pg
 
         return pg.PostgresSource, pg.offset_key
+    from connectors.snapshot.watermarks import load_cover
     from connectors.sources.mysql import source as my
 
-    return my.MySqlSource, my.offset_key
+    def mysql_source(cfg: ConnectorConfig, **kw: Any) -> Source:
+        # The stream skips what a lock-free snapshot's chunks already hold (snapshot/watermarks.py).
+        src = my.MySqlSource(cfg, **kw)
+        src.cover_loader = lambda s: load_cover(cfg, s)
+        return src
+
+    return mysql_source, my.offset_key
 
 
 def _check_storage(cfg: ConnectorConfig, sinks: list[Sink]) -> None:

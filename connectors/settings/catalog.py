@@ -32,6 +32,7 @@ from connectors.settings.modes import (
     MariaDbSnapshotLocking,
     MariaDbSslMode,
     MySqlSnapshotLocking,
+    MySqlSnapshotMethod,
     MySqlSnapshotMode,
     MySqlSslMode,
     MySqlTimePrecision,
@@ -712,6 +713,8 @@ SERVER_PROPERTIES: dict[str, Prop] = {
         # Snapshots: the Spark master the snapshot job runs on, and rows per primary-key chunk.
         P("tidemark.spark.master", "str", "local[*]"),
         P("tidemark.snapshot.chunk.rows", "int", 100000),
+        # MySQL/MariaDB: Debezium's lock-based consistent read, or lock-free per-chunk watermarks.
+        P("tidemark.snapshot.mysql.method", "enum", "locking", choices(MySqlSnapshotMethod)),
     )
 }
 """Debezium Server sink/format keys and Tidemark's own keys (full names)."""

@@ -358,6 +358,9 @@ _SERVER: dict[str, str] = {
         "Target rows per snapshot chunk: tables are split into primary-key ranges of about this many rows, each read by "
         "one Spark task and committed (and resumed) on its own; it bounds a task's memory."
     ),
+    "tidemark.snapshot.mysql.method": (
+        "MySQL/MariaDB snapshot consistency: locking (Debezium's consistent view) or watermarks (lock-free, per chunk)."
+    ),
 }
 
 # --------------------------------------------------------------------------- families and prefixes

@@ -33,6 +33,7 @@ from connectors.settings.modes import (
     MariaDbSnapshotLocking,
     MariaDbSslMode,
     MySqlSnapshotLocking,
+    MySqlSnapshotMethod,
     MySqlSnapshotMode,
     MySqlSslMode,
     MySqlTimePrecision,
@@ -246,6 +247,7 @@ class RuntimeSettings(_Frozen):
     offsets_flush_interval_ms: int
     spark_master: str
     snapshot_chunk_rows: int
+    snapshot_mysql_method: MySqlSnapshotMethod
     # `tidemark.spark.conf.<spark key>` → value, for the snapshot job's SparkSession
     spark_conf: Mapping[str, str] = Field(alias="spark_conf")
 

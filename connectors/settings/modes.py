@@ -38,6 +38,7 @@ MySqlSnapshotLocking = Literal[
     "custom", "extended", "minimal", "minimal_percona", "minimal_percona_no_table_locks", "none"
 ]  # fmt: skip
 MariaDbSnapshotLocking = Literal["custom", "extended", "minimal", "none"]
+MySqlSnapshotMethod = Literal["locking", "watermarks"]  # tidemark.snapshot.mysql.method
 MySqlSnapshotMode = Literal[
     "always", "configuration_based", "custom", "initial", "initial_only", "never", "no_data", "recovery",
     "when_needed",

@@ -371,6 +371,11 @@ def validate(raw: dict[str, str], server_shape: bool, path: Path | None) -> Vali
         problems.append(
             f"{full('snapshot.locking.mode')}={locking} is not supported: it needs {what}; use {usable}"
         )
+    if connector == "postgres" and server.get("tidemark.snapshot.mysql.method") == "watermarks":
+        problems.append(
+            "tidemark.snapshot.mysql.method=watermarks applies to MySQL/MariaDB only: a PostgreSQL snapshot reads "
+            "in one exported snapshot, without locks; remove the setting"
+        )
     # A select override is parsed before anything starts (never pasted into SQL unchecked).
     dialect = "postgres" if connector == "postgres" else "mysql"
     for key, sql in source.items():

@@ -50,7 +50,7 @@ import math
 import queue
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,8 +65,7 @@ from connectors.settings.model import MySqlSettings
 from connectors.settings.overrides import parse_override
 from connectors.settings.values import compile_regex
 from connectors.snapshot.chunks import Chunk, pick_boundaries, table_chunks
-from connectors.snapshot.reading import config_of, marked_pieces
-from connectors.snapshot.rows import ChunkContext
+from connectors.snapshot.reading import chunk_context, config_of, marked_pieces, select_text
 from connectors.sources.mysql import setup
 from connectors.sources.mysql.connection import current_position
 from connectors.sources.mysql.ddl import TableChange
@@ -88,6 +87,7 @@ _BINARY = frozenset({"BINARY", "VARBINARY", "BLOB", "TINYBLOB", "MEDIUMBLOB", "L
 # literal order ≠ index order (ENUM/SET sort by index), or inexact (floats), or not comparable
 _UNCHUNKABLE = frozenset({"ENUM", "SET", "FLOAT", "FLOAT4", "REAL", "DOUBLE", "FLOAT8", "JSON", "GEOMETRY"})
 _NONE_ATTEMPTS = 5  # lock-free (locking mode none) tries at N agreeing readers
+METHOD_WATERMARKS = "watermarks"  # tidemark.snapshot.mysql.method of the lock-free method (watermarks.py)
 
 
 def _settings(cfg: ConnectorConfig) -> MySqlSettings:
@@ -205,6 +205,7 @@ class MySqlSnapshotter:
         self._conn = setup.connect(self.settings)
         self.mariadb = "mariadb" in self._version().lower()
         self.locking = cfg.source.snapshot_locking_mode
+        self.watermarks = cfg.runtime.snapshot_mysql_method == METHOD_WATERMARKS
         if self.locking not in LOCKING_MODES:
             raise TerminalError(
                 f"snapshot.locking.mode={self.locking} is not supported by Tidemark's MySQL/MariaDB snapshot",
@@ -317,6 +318,8 @@ class MySqlSnapshotter:
 
     def _view(self, readers: int | None, *, fresh: bool) -> View:
         n = max(1, int(readers or self.cfg.source.snapshot_max_threads))
+        if self.watermarks:
+            return self._unlocked_view(fresh=fresh)
         locking = self.locking
         captured = self._captured_tables() if locking != "none" else []
         opened: list[Any] = []
@@ -357,6 +360,24 @@ class MySqlSnapshotter:
             locking,
         )
         return View(file, pos, gtids, ts_ms, tables, opened, lock_conn, locking, fresh)
+
+    def _unlocked_view(self, *, fresh: bool) -> View:
+        """The lock-free method's view: no lock, no consistent snapshot; its position is where
+        the schema is read and the stream starts, its one reader plans the chunks (each chunk is
+        read later, between its own watermarks: watermarks.py)."""
+        reader = self._reader()
+        try:
+            with self._conn.cursor() as cur:
+                file, pos, gtids = current_position(cur)
+            tables = self._schema(file, pos, gtids, self._conn, fresh=fresh)
+        except BaseException:
+            with contextlib.suppress(pymysql.err.MySQLError):
+                reader.close()
+            raise
+        log.info("snapshot: lock-free (watermarks) from %s:%s (gtids %s)", file, pos, gtids or "-")
+        return View(
+            file, pos, gtids, int(time.time() * 1000), tables, [reader], None, METHOD_WATERMARKS, fresh
+        )
 
     def _unlocked_readers(self, n: int) -> tuple[str, int, str, list[Any]]:
         """Readers without a lock (snapshot.locking.mode=none): N that provably share one view,
@@ -504,6 +525,8 @@ class MySqlSnapshotter:
                     f"{d}.{t}", len(chunks), ti, len(picked), bounds, last_table=ti == last_filled
                 )
         detail = {"tables": len(picked), "kind": "initial", "locking": view.locking}
+        if self.watermarks:
+            detail["method"] = METHOD_WATERMARKS
         return chunks, detail
 
     def _check_includes(self, include: list[Any], names: list[tuple[str, str]]) -> None:
@@ -547,6 +570,8 @@ class MySqlSnapshotter:
         ov = self._override(db, table)
         if not key or (ov is not None and not ov.chunkable) or not chunkable_key(t, key):
             return []
+        if self.watermarks and not int_key(t, key):  # a window is folded in by integer key only
+            return []
         cur.execute(f"SELECT COUNT(*) FROM {self._from(db, table)}")
         rows = int(cur.fetchone()[0])
         if rows <= chunk_rows:
@@ -572,6 +597,12 @@ def key_columns(source: MySqlSource, tables: Tables, db: str, table: str) -> lis
     """The key streaming emits for the table (primary key or message.key.columns)."""
     source.tables = tables
     return list(source._table_schema(db, table, tables.get(db, table)).key_names)
+
+
+def int_key(t: Table, key: Sequence[str]) -> bool:
+    """Whether every key column is an integer type (a lock-free chunk's window is applied by key)."""
+    cols = [t.column(k) for k in key]
+    return bool(key) and all(c is not None and c.base_type in _INT_TYPES for c in cols)
 
 
 def chunkable_key(t: Table, key: Sequence[str]) -> bool:
@@ -631,7 +662,6 @@ def read_chunk(
     the whole chunk), as Arrow tables of at most snapshot.fetch.size rows: an unbuffered cursor
     (`SSCursor`), so memory is bounded by that, not by the chunk. Runs in a driver thread."""
     cfg = raw if isinstance(raw, ConnectorConfig) else config_of(raw)
-    src = _settings(cfg)
     db, _, name = chunk.table.partition(".")
     t = view.tables.get(db, name)
     if t is None:
@@ -645,62 +675,59 @@ def read_chunk(
     source.tables = view.tables
     ts = source._table_schema(db, name, t)
     encoder = SnapshotRows(ts, t.columns, source.types)
-    ctx = ChunkContext(
-        ts.topic,
-        ts.collection,
-        ts.key_schema.json_text if ts.key_schema is not None else None,
-        ts.envelope_schema.json_text,
-        # whole seconds: Debezium's data records carry the server's CURRENT_TIMESTAMP (seconds
-        # precision) read when the table's export starts; its schema events keep milliseconds
-        source_block(cfg, db, name, pos, view.ts_ms - view.ts_ms % 1000),
-        headers,
-        cfg.format.key_schemas_enable,
-        cfg.format.value_schemas_enable,
-    )
+    # whole seconds: Debezium's data records carry the server's CURRENT_TIMESTAMP (seconds
+    # precision) read when the table's export starts; its schema events keep milliseconds
+    ctx = chunk_context(cfg, ts, source_block(cfg, db, name, pos, view.ts_ms - view.ts_ms % 1000), headers)
     fetch = cfg.source.snapshot_fetch_size or 10240
     with view.reader() as conn:
-        key = list(ts.key_names)
-        literals = {c: key_literal(t, c, conn) for c in key} if chunkable_key(t, key) else {}
+        query = chunk_query(cfg, chunk, t, ts, encoder, conn)
+        for pieces, encode in select_pieces(conn, query, chunk, encoder, fetch):
+            yield from marked_pieces(chunk, ctx, pieces, encode, len)
 
-        cond: list[str] = []
-        if literals and (chunk.lower is not None or chunk.upper is not None):
-            cond.append(_range(key, chunk, literals))
-        source_sql = f"{quote_ident(db)}.{quote_ident(name)}"
-        override = src.select_overrides.get(chunk.table)
-        if override is not None:
-            ov = parse_override(chunk.table, override, "mysql")
-            if ov.chunkable:
-                cond += [f"({ov.where})"] if ov.where else []
-            else:
-                source_sql = f"({ov.sql}) AS snapshot_override"
-        query = f"SELECT {encoder.select_list()} FROM {source_sql}" + (
-            f" WHERE {' AND '.join(cond)}" if cond else ""
-        )
-        cur = conn.cursor(pymysql.cursors.SSCursor)
-        text: TextResult | None = None
+
+def chunk_query(
+    cfg: ConnectorConfig, chunk: Chunk, t: Table, ts: Any, encoder: SnapshotRows, conn: Any
+) -> str:
+    """The SELECT of a chunk: the table's columns in its key range, with its select override."""
+    db, _, name = chunk.table.partition(".")
+    key = list(ts.key_names)
+    literals = {c: key_literal(t, c, conn) for c in key} if chunkable_key(t, key) else {}
+    cond: list[str] = []
+    if literals and (chunk.lower is not None or chunk.upper is not None):
+        cond.append(_range(key, chunk, literals))
+    source_sql = f"{quote_ident(db)}.{quote_ident(name)}"
+    override = _settings(cfg).select_overrides.get(chunk.table)
+    return select_text(chunk.table, source_sql, encoder.select_list(), cond, override, "mysql")
+
+
+def select_pieces(
+    conn: Any, query: str, chunk: Chunk, encoder: SnapshotRows, fetch: int
+) -> Iterator[tuple[Iterator[Any], Callable[[Any], tuple[pa.Array | None, pa.Array]]]]:
+    """Run a chunk's SELECT unbuffered; yields once (the result's pieces of at most `fetch` rows,
+    and the encoder of a piece), or not at all when the table was dropped since the plan. The
+    result is drained when the generator ends, so the connection can be reused."""
+    cur = conn.cursor(pymysql.cursors.SSCursor)
+    text: TextResult | None = None
+    try:
         try:
-            try:
-                cur.execute(query)
-            except pymysql.err.ProgrammingError as e:
-                if _code(e) == 1146:  # dropped since the plan: nothing to read, as for Debezium
-                    log.warning(
-                        "snapshot: table %s no longer exists; chunk %d skipped", chunk.table, chunk.index
-                    )
-                    return
-                raise
-            if TextResult.supported(cur):
-                # the rows' bytes in bulk, column-wise (sources/mysql/snapshot_read.py)
-                text = TextResult(cur)
-                yield from marked_pieces(chunk, ctx, text.batches(fetch), encoder.encode_text, len)
-            else:
-                pieces = iter(lambda: list(cur.fetchmany(fetch)), [])
-                yield from marked_pieces(chunk, ctx, pieces, encoder.encode, len)
-        finally:
-            # An unread unbuffered result must be drained before the reader is reused.
-            with contextlib.suppress(pymysql.err.MySQLError):
-                if text is not None:
-                    text.close()
-                cur.close()
+            cur.execute(query)
+        except pymysql.err.ProgrammingError as e:
+            if _code(e) == 1146:  # dropped since the plan: nothing to read, as for Debezium
+                log.warning("snapshot: table %s no longer exists; chunk %d skipped", chunk.table, chunk.index)
+                return
+            raise
+        if TextResult.supported(cur):
+            # the rows' bytes in bulk, column-wise (sources/mysql/snapshot_read.py)
+            text = TextResult(cur)
+            yield text.batches(fetch), encoder.encode_text
+        else:
+            yield iter(lambda: list(cur.fetchmany(fetch)), []), encoder.encode
+    finally:
+        # An unread unbuffered result must be drained before the reader is reused.
+        with contextlib.suppress(pymysql.err.MySQLError):
+            if text is not None:
+                text.close()
+            cur.close()
 
 
 def _range(key: list[str], chunk: Chunk, literals: Mapping[str, Any]) -> str:

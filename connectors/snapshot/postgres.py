@@ -42,8 +42,7 @@ from connectors.settings.model import PostgresSettings
 from connectors.settings.overrides import parse_override
 from connectors.settings.values import compile_regex
 from connectors.snapshot.chunks import Chunk, pick_boundaries, range_condition, table_chunks
-from connectors.snapshot.reading import config_of, marked_pieces
-from connectors.snapshot.rows import ChunkContext
+from connectors.snapshot.reading import chunk_context, config_of, marked_pieces, select_text
 from connectors.sources.postgres import publications, slots
 from connectors.sources.postgres.catalog import list_tables
 from connectors.sources.postgres.connection import PgConnParams, connect, translate_error
@@ -433,30 +432,13 @@ def read_chunk(
                 return sql.Literal(v).as_string(cur)
 
             cond = [c for c in [range_condition(key_cols, chunk, ident, literal)] if c]
-            override = src.select_overrides.get(chunk.table)
             source_sql = f"{ident(schema)}.{ident(name)}"
-            if override is not None:
-                ov = parse_override(chunk.table, override, "postgres")
-                if ov.chunkable:
-                    cond += [f"({ov.where})"] if ov.where else []
-                else:
-                    source_sql = f"({ov.sql}) AS snapshot_override"
-        query_text = f"SELECT {encoder.select_list()} FROM {source_sql}" + (
-            f" WHERE {' AND '.join(cond)}" if cond else ""
-        )
+            override = src.select_overrides.get(chunk.table)
+        query_text = select_text(chunk.table, source_sql, encoder.select_list(), cond, override, "postgres")
     finally:
         conn.close()
     ts_us = int(pos.get("ts_usec") or time.time_ns() // 1000)
-    ctx = ChunkContext(
-        ts.topic,
-        ts.collection,
-        ts.key_schema.json_text if ts.key_schema is not None else None,
-        ts.envelope_schema.json_text,
-        source_block(cfg, schema, name, pos, ts_us),
-        headers,
-        cfg.format.key_schemas_enable,
-        cfg.format.value_schemas_enable,
-    )
+    ctx = chunk_context(cfg, ts, source_block(cfg, schema, name, pos, ts_us), headers)
     fetch = src.snapshot_fetch_size or 10240
     batches = read_batches(
         conninfo(src),

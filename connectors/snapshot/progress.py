@@ -65,6 +65,8 @@ class SnapshotState:
     detail: dict[str, Any]
     chunks: list[Chunk]
     done: dict[int, int] = field(default_factory=dict)  # chunk index → rows
+    # chunk index → the offset a done chunk is consistent at, when it has its own (lock-free MySQL)
+    highs: dict[int, dict[str, Any]] = field(default_factory=dict)
     completed: bool = False
 
     @property
@@ -151,8 +153,14 @@ class SnapshotProgress:
             ]
         self._append(rows)
 
-    def chunks_done(self, snapshot_id: str, done: Sequence[tuple[Chunk, int]]) -> None:
-        """Record finished chunks with their row counts (one commit for all of them)."""
+    def chunks_done(
+        self,
+        snapshot_id: str,
+        done: Sequence[tuple[Chunk, int]],
+        positions: Mapping[int, Mapping[str, Any]] | None = None,
+    ) -> None:
+        """Record finished chunks with their row counts (one commit for all of them), and the
+        position each is consistent at when it has its own (`positions`, by chunk index)."""
         if done:
             self._append(
                 [
@@ -162,6 +170,7 @@ class SnapshotProgress:
                         "table_name": c.table,
                         "chunk": c.index,
                         "rows": n,
+                        "position": _json((positions or {}).get(c.index)),
                     }
                     for c, n in done
                 ]
@@ -222,6 +231,8 @@ class SnapshotProgress:
         for r in mine:
             if r["event"] == "chunk_done":
                 state.done[r["chunk"]] = r["rows"] or 0
+                if r["position"]:
+                    state.highs[r["chunk"]] = orjson.loads(r["position"])
             elif r["event"] == "completed":
                 state.completed = True
         return state

@@ -14,6 +14,26 @@ from connectors.snapshot.rows import ChunkContext, changelog_rows
 
 T = TypeVar("T")
 
+
+def chunk_context(
+    cfg: ConnectorConfig,
+    ts: Any,
+    source: Callable[[str], dict[str, Any]],
+    headers: tuple[tuple[str, bytes], ...],
+) -> ChunkContext:
+    """What the rows of a chunk of the table `ts` (the streaming table schema) share."""
+    return ChunkContext(
+        ts.topic,
+        ts.collection,
+        ts.key_schema.json_text if ts.key_schema is not None else None,
+        ts.envelope_schema.json_text,
+        source,
+        headers,
+        cfg.format.key_schemas_enable,
+        cfg.format.value_schemas_enable,
+    )
+
+
 _CFG_CACHE: dict[int, ConnectorConfig] = {}
 
 
@@ -24,6 +44,24 @@ def config_of(raw: Mapping[str, str]) -> ConnectorConfig:
     if cfg is None:
         cfg = _CFG_CACHE[key] = from_mapping(dict(raw))
     return cfg
+
+
+def select_text(
+    table: str, source_sql: str, select_list: str, cond: list[str], override: str | None, dialect: str
+) -> str:
+    """A chunk's SELECT: its columns from `source_sql` under the conditions `cond` (its key range),
+    with the table's snapshot.select.statement.overrides text, parsed (never pasted unchecked):
+    a chunkable override adds its WHERE, another one becomes the source."""
+    cond = list(cond)
+    if override is not None:
+        from connectors.settings.overrides import parse_override
+
+        ov = parse_override(table, override, dialect)
+        if ov.chunkable:
+            cond += [f"({ov.where})"] if ov.where else []
+        else:
+            source_sql = f"({ov.sql}) AS snapshot_override"
+    return f"SELECT {select_list} FROM {source_sql}" + (f" WHERE {' AND '.join(cond)}" if cond else "")
 
 
 def marked_pieces(

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from time import time_ns
 from typing import Any
 
@@ -164,6 +164,10 @@ class MySqlSource:
         self._tx_id = ""
         self._fresh = False
         self._unknown_warned: set[tuple[str, str, str]] = set()
+        # Set by the wiring: (source) → what a lock-free snapshot's chunks already hold, or None
+        # (snapshot/watermarks.py); rows it covers are skipped until the stream passes its end.
+        self.cover_loader: Callable[[MySqlSource], Any] | None = None
+        self._cover: Any = None
         # skip.messages.without.change / event.processing.failure.handling.mode: chosen once here.
         self._row = with_options(  # type: ignore[method-assign]  # this instance's variant
             self._row, src, unchanged=self._unchanged, where=_where
@@ -192,6 +196,10 @@ class MySqlSource:
             self._fresh = True
         self.tables = tables
         self._warn_if_nothing_captured()
+        cover = self.cover_loader(self) if self.cover_loader is not None else None
+        if cover is not None and offset_key(offset)[:2] < cover.until:
+            log.info("streaming skips the rows the lock-free snapshot's chunks hold, up to %s", cover.until)
+            self._cover = cover
         self._translator = Translator(
             tables,
             offset,
@@ -467,6 +475,7 @@ class MySqlSource:
         start_key = offset_key(self._start)
         next_hb = time.monotonic() + self.heartbeat_s if self.heartbeat_s else None
         n_tx = 0
+        cover = self._cover
         more = False  # the last batch was cut with more events buffered
         if self.until_caught_up:  # the server's position now is where bounded mode stops
             cur = self._conn.cursor()
@@ -483,9 +492,11 @@ class MySqlSource:
                     t = type(item)
                     if t is RowChange:
                         offset = item.offset
-                        if item.pos <= start_key:
+                        if cover is not None and item.pos[:2] >= cover.until:
+                            cover = self._cover = None  # past the lock-free snapshot's last chunk
+                        if item.pos <= start_key or (cover is not None and cover.skips(item)):
                             if tx_meta:
-                                row([], item)  # type: ignore[arg-type]  # emitted before the restart: count only
+                                row([], item)  # type: ignore[arg-type]  # emitted before (or snapshotted): count only
                             continue
                         row(pending, item)  # type: ignore[arg-type]
                         if len(pending) >= max_batch:
@@ -507,7 +518,9 @@ class MySqlSource:
                         pending, last_cut = [], time.monotonic()
                     elif t is Truncate:
                         offset = item.offset
-                        if item.pos > start_key:
+                        if item.pos > start_key and not (
+                            self._cover is not None and self._cover.truncate(item.db, item.table, item.pos)  # type: ignore[union-attr]
+                        ):
                             self._truncate(pending, item)  # type: ignore[arg-type]
                 if tr._tx is None:
                     kind = ev.kind
