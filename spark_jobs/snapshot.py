@@ -213,6 +213,7 @@ class Progress:
         self.t0 = self.last_log = time.monotonic()
         self._bar: Any = None
         if sys.stderr.isatty():
+            from rich.console import Console
             from rich.progress import BarColumn, TextColumn, TimeRemainingColumn
             from rich.progress import Progress as Bar
 
@@ -223,6 +224,7 @@ class Progress:
                     "{task.fields[tables]} tables · {task.fields[rows]:,} rows · {task.fields[rate]:,.0f} rows/s"
                 ),
                 TimeRemainingColumn(),
+                console=Console(stderr=True),  # stdout stays for results (e.g. a piped --json)
             )
             self._task = self._bar.add_task("snapshot", total=max(1, len(chunks)), tables="", rows=0, rate=0)
             self._bar.start()

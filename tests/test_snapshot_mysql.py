@@ -5,6 +5,7 @@ chunking, markers and the schema change events."""
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -168,6 +169,7 @@ def test_source_block_markers_and_key_chunks(
         data = [c for c in chunks if c.table.endswith("keys_mix")]
         assert 5 <= len(data) <= 15, [(c.lower, c.upper) for c in data]
         rows: list[dict[str, Any]] = []
+        started = int(time.time())
         for c in chunks:
             pieces = list(read_chunk(cfg, c, view, position(view), ()))
             assert all(p.num_rows <= 64 for p in pieces)
@@ -189,6 +191,10 @@ def test_source_block_markers_and_key_chunks(
         and src["query"] is None
     )
     assert {r["op"] for r in rows} == {"r"} and {r["before"] for r in rows} == {None}
+    # source.ts_ms: when the table's read started, in whole seconds (Debezium: the server's
+    # CURRENT_TIMESTAMP then), the same for every chunk of the table
+    (ts,) = {orjson.loads(r["source"])["ts_ms"] for r in rows}
+    assert ts % 1000 == 0 and started * 1000 <= ts <= time.time() * 1000
 
 
 def test_position_is_the_view(mariadb: Any, mariadb_database: str, tmp_path: Path, unique_name: Any) -> None:

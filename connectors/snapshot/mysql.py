@@ -106,7 +106,7 @@ class View:
     file: str
     pos: int
     gtids: str
-    ts_ms: int  # source.ts_ms of the snapshot records (the view's time, one value)
+    ts_ms: int  # the view's time: source.ts_ms of the schema change events (data: table_ts_ms)
     tables: Tables = field(repr=False)
     readers: list[Any] = field(repr=False)  # connections inside START TRANSACTION WITH CONSISTENT SNAPSHOT
     lock_conn: Any = field(default=None, repr=False)  # holds the lock (extended); closed by close()
@@ -115,6 +115,7 @@ class View:
     _pool: queue.Queue[Any] = field(default_factory=queue.Queue, repr=False)
     _closed: bool = False
     _guard: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _table_ts: dict[str, int] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         for r in self.readers:
@@ -133,6 +134,13 @@ class View:
             yield conn
         finally:
             self._pool.put(conn)
+
+    def table_ts_ms(self, table: str) -> int:
+        """source.ts_ms of a table's data records: Debezium's is the server's CURRENT_TIMESTAMP
+        (whole seconds) read when the table's export starts, so here the time its first chunk
+        started (the chunks of a table run in parallel; all share it)."""
+        with self._guard:
+            return self._table_ts.setdefault(table, int(time.time()) * 1000)
 
     def close(self) -> None:
         """End the readers' transactions and release a held lock."""
@@ -675,9 +683,7 @@ def read_chunk(
     source.tables = view.tables
     ts = source._table_schema(db, name, t)
     encoder = SnapshotRows(ts, t.columns, source.types)
-    # whole seconds: Debezium's data records carry the server's CURRENT_TIMESTAMP (seconds
-    # precision) read when the table's export starts; its schema events keep milliseconds
-    ctx = chunk_context(cfg, ts, source_block(cfg, db, name, pos, view.ts_ms - view.ts_ms % 1000), headers)
+    ctx = chunk_context(cfg, ts, source_block(cfg, db, name, pos, view.table_ts_ms(chunk.table)), headers)
     fetch = cfg.source.snapshot_fetch_size or 10240
     with view.reader() as conn:
         query = chunk_query(cfg, chunk, t, ts, encoder, conn)
