@@ -276,7 +276,7 @@ class Progress:
 # --------------------------------------------------------------------------- the job
 def run(cfg: ConnectorConfig, *, spark: Any = None) -> Outcome:
     """Snapshot as `snapshot.mode` says. `spark`: an existing session (tests); else one is built."""
-    from connectors.engine.wiring import reset_offsets, resume_point
+    from connectors.engine.wiring import reserve_seq, reset_offsets, resume_point
     from connectors.sinks.common import context_headers_for
 
     mysql = cfg.connector != "postgres"
@@ -339,6 +339,7 @@ def run(cfg: ConnectorConfig, *, spark: Any = None) -> Outcome:
         else:
             if decision.reset_offsets:
                 reset_offsets(cfg)
+                seq, _ = resume_point(cfg)  # after the reset marker's seq
                 log.warning(
                     "snapshot: the stored offsets were reset; streaming starts at this snapshot's position"
                 )
@@ -346,8 +347,16 @@ def run(cfg: ConnectorConfig, *, spark: Any = None) -> Outcome:
             sid = uuid.uuid4().hex
             pos = position(view)
             chunks, detail = snap.plan(view, cfg.runtime.snapshot_chunk_rows)
+            # The change log's order is (batch_seq, event_index): the snapshot's rows take a seq
+            # of their own, after every batch before it and before the stream after it (MySQL's
+            # schema change events take the seq before).
+            detail["batch_seq"] = data_seq = seq + 1 if mysql else seq
+            for c in chunks:
+                c.detail["batch_seq"] = data_seq
             if mysql:
-                _start_stream_at(cfg, snap, view, seq)
+                _start_stream_at(cfg, snap, view, seq, data_seq)
+            else:
+                reserve_seq(cfg, data_seq)
             progress.plan(sid, chunks, pos, detail)
             done_rows = 0
             at = f"binlog {pos['file']}:{pos['pos']}" if mysql else f"LSN {pos['lsn']}"
@@ -393,11 +402,12 @@ def _threads(cfg: ConnectorConfig) -> int:
     return max(1, os.cpu_count() or 1)
 
 
-def _start_stream_at(cfg: ConnectorConfig, snap: Any, view: Any, seq: int) -> None:
+def _start_stream_at(cfg: ConnectorConfig, snap: Any, view: Any, seq: int, data_seq: int) -> None:
     """MySQL/MariaDB: streaming must start at the view's binlog position (PostgreSQL's slot
     does this by itself). The schema-change events of the schema snapshot (include.schema.changes)
-    go to the sinks first, as one engine batch whose offset is that position; without them the
-    position goes to the offset table. Either way the next stream resumes there."""
+    go to the sinks first, as engine batch `seq` whose offset is that position; the position goes
+    to the offset table under `data_seq` (the snapshot rows' seq), so the next stream resumes
+    there with the seq after the snapshot's."""
     from connectors.api import Batch
     from connectors.engine.loop import close_all
     from connectors.sinks import build_sinks
@@ -413,7 +423,7 @@ def _start_stream_at(cfg: ConnectorConfig, snap: Any, view: Any, seq: int) -> No
                 s.write(Batch(events, pos, seq))
         finally:
             close_all(sinks)
-    DeltaOffsetStore(cfg.warehouse, cfg.name).save(seq, pos)
+    DeltaOffsetStore(cfg.warehouse, cfg.name).save(data_seq, pos)
 
 
 def _read_chunks(

@@ -219,6 +219,8 @@ def offsets_show(config: Path = ConfigOpt, log_level: LogLevel = LogLevelOpt("WA
         stored = DeltaOffsetStore(cfg.warehouse, cfg.name).load()
         if stored is not None and stored[1].get("reset"):
             out["offsets"] = {"batch_seq": stored[0], "reset": True}
+        elif stored is not None and stored[1].get("seq_only"):  # a snapshot took the seq, no offset yet
+            out["offsets"] = {"batch_seq": stored[0], "offset": None}
         else:
             out["offsets"] = None if stored is None else {"batch_seq": stored[0], "offset": stored[1]}
         if "delta" in cfg.sink_types:

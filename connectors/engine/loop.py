@@ -86,9 +86,14 @@ class Engine:
         """(next batch seq, resume offset, per-sink skip keys)."""
         stored = self.offsets.load()
         reset_seq = -1
+        # A seq taken by something that is not a batch (a snapshot's rows in the Delta change log:
+        # `wiring.reserve_seq`) counts even when the stored offset is no resume candidate.
+        floor_seq = stored[0] if stored is not None else 0
         if stored is not None and stored[1].get("reset"):
             # `tidemark offsets reset` left a marker: everything stored before it is forgotten.
             reset_seq, stored = stored[0], None
+        elif stored is not None and stored[1].get("seq_only"):
+            stored = None  # a reserved seq, no offset
         cands: list[tuple[int, dict[str, Any]]] = []
         per_sink: dict[int, tuple[int, dict[str, Any]] | None] = {}
         self_offsetting = []
@@ -103,7 +108,7 @@ class Engine:
         if stored is not None and (needs_store or not self_offsetting):
             cands.append(stored)
         cands.extend(v for v in per_sink.values() if v is not None)
-        max_seq = max([c[0] for c in cands] + [reset_seq, 0])
+        max_seq = max([c[0] for c in cands] + [reset_seq, floor_seq, 0])
         if not cands:
             return max_seq + 1, None, {}
         start = min(cands, key=lambda c: self.offset_key(c[1]))[1]

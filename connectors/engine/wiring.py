@@ -54,6 +54,16 @@ def resume_point(cfg: ConnectorConfig) -> tuple[int, dict[str, Any] | None]:
         close_all(sinks)
 
 
+def reserve_seq(cfg: ConnectorConfig, seq: int) -> None:
+    """Take batch seq `seq` for rows that are not a stream batch (a snapshot's, in the Delta change
+    log: `(batch_seq, event_index)` orders that log), so the stream's next batch comes after them.
+    The stored offset is kept as it is: it is saved again under `seq` (or, with none stored, a
+    marker that holds only the seq)."""
+    store = DeltaOffsetStore(cfg.warehouse, cfg.name)
+    latest = store.load()
+    store.save(seq, latest[1] if latest is not None else {"seq_only": True})
+
+
 def _no_source() -> Source:
     raise AssertionError("an engine built to read the stored offsets never runs")
 

@@ -683,7 +683,9 @@ def read_chunk(
     source.tables = view.tables
     ts = source._table_schema(db, name, t)
     encoder = SnapshotRows(ts, t.columns, source.types)
-    ctx = chunk_context(cfg, ts, source_block(cfg, db, name, pos, view.table_ts_ms(chunk.table)), headers)
+    ctx = chunk_context(
+        cfg, chunk, ts, source_block(cfg, db, name, pos, view.table_ts_ms(chunk.table)), headers
+    )
     fetch = cfg.source.snapshot_fetch_size or 10240
     with view.reader() as conn:
         query = chunk_query(cfg, chunk, t, ts, encoder, conn)

@@ -438,7 +438,7 @@ def read_chunk(
     finally:
         conn.close()
     ts_us = int(pos.get("ts_usec") or time.time_ns() // 1000)
-    ctx = chunk_context(cfg, ts, source_block(cfg, schema, name, pos, ts_us), headers)
+    ctx = chunk_context(cfg, chunk, ts, source_block(cfg, schema, name, pos, ts_us), headers)
     fetch = src.snapshot_fetch_size or 10240
     batches = read_batches(
         conninfo(src),

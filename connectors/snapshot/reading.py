@@ -17,11 +17,13 @@ T = TypeVar("T")
 
 def chunk_context(
     cfg: ConnectorConfig,
+    chunk: Chunk,
     ts: Any,
     source: Callable[[str], dict[str, Any]],
     headers: tuple[tuple[str, bytes], ...],
 ) -> ChunkContext:
-    """What the rows of a chunk of the table `ts` (the streaming table schema) share."""
+    """What the rows of a chunk of the table `ts` (the streaming table schema) share; the change
+    log's `batch_seq` is the one the snapshot took (its plan's "batch_seq")."""
     return ChunkContext(
         ts.topic,
         ts.collection,
@@ -31,6 +33,7 @@ def chunk_context(
         headers,
         cfg.format.key_schemas_enable,
         cfg.format.value_schemas_enable,
+        int(chunk.detail.get("batch_seq", 0)),
     )
 
 

@@ -161,7 +161,7 @@ class WatermarkChunk:
             "row": 0,
             "snapshot": True,
         }
-        ctx = chunk_context(cfg, ts, source_block(cfg, db, name, self.high, ts_ms), self.headers)
+        ctx = chunk_context(cfg, chunk, ts, source_block(cfg, db, name, self.high, ts_ms), self.headers)
         yield from marked_pieces(chunk, ctx, _merged(pieces, final, ts), lambda p: p, lambda p: len(p[1]))
 
 
