@@ -4,7 +4,7 @@
   blocks do not, they never run);
 - no module imports Spark or Airflow (`connectors` is the lean streaming package);
 - each layer imports only the layers below it:
-  api → settings → format → sources/state → sinks → snapshot → engine → app.
+  api → settings → format → sources/state → sinks → signals → snapshot → engine → app.
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ ALLOWED: dict[str, set[str]] = {
     "state": {"api"},
     "sources": {"api", "settings", "format", "state"},
     "sinks": {"api", "settings", "format", "state"},
-    "snapshot": {"api", "settings", "format", "state", "sources", "sinks"},
-    "engine": {"api", "settings", "format", "state", "sources", "sinks", "snapshot"},
-    "app": {"api", "settings", "format", "state", "sources", "sinks", "snapshot", "engine"},
+    "signals": {"api", "settings", "format", "state", "sources", "sinks"},
+    "snapshot": {"api", "settings", "format", "state", "sources", "sinks", "signals"},
+    "engine": {"api", "settings", "format", "state", "sources", "sinks", "signals", "snapshot"},
+    "app": {"api", "settings", "format", "state", "sources", "sinks", "signals", "snapshot", "engine"},
 }
 
 

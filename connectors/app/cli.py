@@ -30,6 +30,12 @@ offsets_app = typer.Typer(no_args_is_help=True, help="Inspect or reset a connect
 app.add_typer(offsets_app, name="offsets")
 config_app = typer.Typer(no_args_is_help=True, help="Inspect a connector configuration.")
 app.add_typer(config_app, name="config")
+signal_app = typer.Typer(
+    no_args_is_help=True,
+    help="Send a signal to a connector through its Delta signal table (<warehouse>/_state/signals); "
+    "the connector must have delta in signal.enabled.channels.",
+)
+app.add_typer(signal_app, name="signal")
 
 log = logging.getLogger("tidemark")
 
@@ -300,6 +306,135 @@ def config_explain(
     else:
         typer.echo(f"# {cfg.name} ({cfg.connector}) from {config}")
         typer.echo(as_text(rows))
+
+
+# --------------------------------------------------------------------------- signal
+@signal_app.callback()
+def signal_main(
+    ctx: typer.Context, config: Path = ConfigOpt, log_level: LogLevel = LogLevelOpt("WARNING")
+) -> None:
+    ctx.obj = {"config": config, "log_level": log_level}
+
+
+def _send_signal(ctx: typer.Context, kind: str, data: dict[str, Any] | None) -> None:
+    """Check the signal as the connector will (tables against the database when it answers),
+    append it to the Delta signal table and print its id."""
+    from connectors.settings.config import load
+    from connectors.signals.catalog import TableCatalog
+    from connectors.signals.model import EXECUTE_SNAPSHOT, SignalError, SignalRecord, TableInfo, parse
+    from connectors.signals.settings import signal_settings
+    from connectors.signals.tables import send_delta_signal
+
+    _setup_logging(ctx.obj["log_level"])
+    try:
+        cfg = load(ctx.obj["config"])
+        channels = signal_settings(cfg).channels
+    except TidemarkError as e:
+        _fail(e, 2)
+    if "delta" not in channels:
+        _fail(
+            ConfigError(
+                f"connector {cfg.name} does not read the Delta signal table "
+                f"(signal.enabled.channels: {', '.join(channels) or 'none'})",
+                f"add delta to {cfg.origin.full_name('signal.enabled.channels')} and restart the connector",
+            )
+        )
+    import orjson
+
+    record = SignalRecord("cli", kind, None if data is None else orjson.dumps(data).decode(), "delta", "cli")
+    info = TableCatalog(cfg).info() if kind == EXECUTE_SNAPSHOT else TableInfo()
+    try:
+        parse(record, cfg.connector, info)
+    except SignalError as e:
+        _fail(TidemarkError(f"{kind}: {e}", "nothing was sent; correct the signal and send it again"), 2)
+    sid = send_delta_signal(cfg.warehouse, cfg.name, kind, data)
+    typer.echo(sid)
+
+
+def _tables(text: str | None) -> list[str]:
+    return [t.strip() for t in (text or "").split(",") if t.strip()]
+
+
+@signal_app.command("execute-snapshot")
+@_guarded
+def signal_execute_snapshot(
+    ctx: typer.Context,
+    tables: str = typer.Option(..., "--tables", help="Comma-separated table names or regular expressions"),
+    snapshot_type: str = typer.Option("incremental", "--type", help="incremental or blocking"),
+    filters: list[str] = typer.Option(
+        [], "--filter", help="TABLE=CONDITION: rows of TABLE to snapshot (repeatable)", show_default=False
+    ),
+    surrogate_key: str | None = typer.Option(
+        None, "--surrogate-key", help="Column to chunk by instead of the key"
+    ),
+) -> None:
+    """Ask for an ad hoc snapshot of some tables (Debezium's execute-snapshot signal)."""
+    data: dict[str, Any] = {"data-collections": _tables(tables), "type": snapshot_type}
+    conditions = []
+    for f in filters:
+        table, sep, cond = f.partition("=")
+        if not sep or not table.strip() or not cond.strip():
+            _fail(TidemarkError(f"--filter {f!r}: expected TABLE=CONDITION"), 2)
+        conditions.append({"data-collection": table.strip(), "filter": cond.strip()})
+    if conditions:
+        data["additional-conditions"] = conditions
+    if surrogate_key:
+        data["surrogate-key"] = surrogate_key
+    _send_signal(ctx, "execute-snapshot", data)
+
+
+@signal_app.command("stop-snapshot")
+@_guarded
+def signal_stop_snapshot(
+    ctx: typer.Context,
+    tables: str | None = typer.Option(
+        None, "--tables", help="Tables to drop from the snapshot (default: all)"
+    ),
+    snapshot_type: str = typer.Option("incremental", "--type", help="incremental"),
+) -> None:
+    """Stop the running incremental snapshot (or drop some tables from it)."""
+    data: dict[str, Any] = {"type": snapshot_type}
+    if tables:
+        data["data-collections"] = _tables(tables)
+    _send_signal(ctx, "stop-snapshot", data)
+
+
+@signal_app.command("pause-snapshot")
+@_guarded
+def signal_pause_snapshot(ctx: typer.Context) -> None:
+    """Pause the running incremental snapshot."""
+    _send_signal(ctx, "pause-snapshot", None)
+
+
+@signal_app.command("resume-snapshot")
+@_guarded
+def signal_resume_snapshot(ctx: typer.Context) -> None:
+    """Resume a paused incremental snapshot."""
+    _send_signal(ctx, "resume-snapshot", None)
+
+
+@signal_app.command("log")
+@_guarded
+def signal_log(
+    ctx: typer.Context, message: str = typer.Option(..., "--message", help="Text to log ({} = the offset)")
+) -> None:
+    """Make the connector write a line to its log."""
+    _send_signal(ctx, "log", {"message": message})
+
+
+@signal_app.command("set-binlog-position")
+@_guarded
+def signal_set_binlog_position(
+    ctx: typer.Context,
+    file: str | None = typer.Option(None, "--file", help="Binlog file name, e.g. mysql-bin.000003"),
+    position: int | None = typer.Option(None, "--position", help="Position in that file"),
+    gtid_set: str | None = typer.Option(None, "--gtid-set", help="GTID set to continue after"),
+) -> None:
+    """MySQL/MariaDB: move the stream to a binlog position or GTID set."""
+    data: dict[str, Any] = {"gtid_set": gtid_set} if gtid_set else {}
+    if file is not None or position is not None:
+        data |= {"binlog_filename": file, "binlog_position": position}
+    _send_signal(ctx, "set-binlog-position", data)
 
 
 @app.command()

@@ -14,11 +14,14 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from connectors.api import Batch, OffsetStore, Sink, Source, TerminalError, TransientError
 from connectors.engine.flusher import OffsetFlusher
 from connectors.engine.metrics import Metrics
+
+if TYPE_CHECKING:
+    from connectors.signals.processor import SignalProcessor
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +67,7 @@ class Engine:
         commit_max_events: int = 4096,
         offsets_flush_s: float = 1.0,
         metrics: Metrics | None = None,
+        signals: SignalProcessor | None = None,
     ) -> None:
         self._source_factory = source_factory
         self.sinks = sinks
@@ -80,6 +84,11 @@ class Engine:
         self._source: Source | None = None
         self._stopping = False
         self.stats = RunStats()
+        # Signals: the processor polls its channels on its own thread; the engine hands it each
+        # batch (for the signal table's inserts) before the batch is written.
+        self.signals = signals
+        if signals is not None:
+            signals.current_offset = lambda: self.stats.last_offset
 
     # ------------------------------------------------------------------ resume point
     def _durable(self) -> tuple[int, dict[str, Any] | None, dict[int, tuple]]:
@@ -139,6 +148,15 @@ class Engine:
 
     def run(self) -> RunStats:
         tune_gc()
+        if self.signals is None:
+            return self._run_with_retries()
+        self.signals.start()
+        try:
+            return self._run_with_retries()
+        finally:
+            self.signals.stop()
+
+    def _run_with_retries(self) -> RunStats:
         attempt = 0
         while True:
             batches = self.stats.batches
@@ -308,6 +326,8 @@ class Engine:
             yield held
 
     def _deliver(self, batch: Batch, skips: dict[int, tuple]) -> None:
+        if self.signals is not None:
+            self.signals.accept_source(batch)
         for i, sink in enumerate(self.sinks):
             skip = skips.get(i)
             if skip is None:

@@ -27,6 +27,10 @@ def build_engine(
     def factory() -> Source:
         return source_class(cfg, until_caught_up=until_caught_up, max_seconds=max_seconds)
 
+    from connectors.signals.processor import SignalProcessor
+
+    # Before the sinks: a signal/notification setting that is wrong fails before anything opens.
+    signals = SignalProcessor.from_config(cfg)
     sinks = build_sinks(cfg)
     _check_storage(cfg, sinks)
     return Engine(
@@ -37,6 +41,7 @@ def build_engine(
         max_retries=cfg.source.errors_max_retries,
         commit_max_events=cfg.runtime.commit_max_events,
         offsets_flush_s=cfg.runtime.offsets_flush_interval_ms / 1000,
+        signals=signals,
     )
 
 

@@ -661,12 +661,16 @@ _SNAPSHOT_KEYS = re.compile(
     r"|tables\.order\.by\.row\.count|delay\.ms|lock\.timeout\.ms|locking\.mode"
     r"|query\.mode|mode\.configuration\.based\..+)"
 )
+# Signals and notifications (connectors/signals/): every key, and signal.consumer.* (the kafka
+# signal channel's consumer settings).
+_SIGNAL_KEYS = r"|signal\..+|notification\.(enabled\.channels|sink\.topic\.name)"
 IMPLEMENTED: dict[Connector, re.Pattern[str]] = {
-    "postgres": _SNAPSHOT_KEYS,
-    "mysql": _SNAPSHOT_KEYS,
-    "mariadb": _SNAPSHOT_KEYS,
+    "postgres": re.compile(_SNAPSHOT_KEYS.pattern + _SIGNAL_KEYS),
+    "mysql": re.compile(_SNAPSHOT_KEYS.pattern + _SIGNAL_KEYS),
+    "mariadb": re.compile(_SNAPSHOT_KEYS.pattern + _SIGNAL_KEYS),
 }
-"""Keys NOT_YET matches that a connector already acts on (its snapshot settings)."""
+"""Keys NOT_YET matches that a connector already acts on (its snapshot settings, signals and
+notifications)."""
 
 
 def not_yet_reason(name: str, connector: Connector) -> str | None:

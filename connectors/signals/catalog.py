@@ -1,0 +1,84 @@
+"""The captured tables and their columns, asked of the source database when a signal names
+tables (`execute-snapshot`): which names a data-collection regex matches, whether a table is
+captured, which columns a filter or surrogate key may use."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from connectors.settings.config import ConnectorConfig
+from connectors.settings.filters import TableFilters
+from connectors.signals.model import TableInfo
+
+log = logging.getLogger(__name__)
+
+_PG_COLUMNS = """
+SELECT table_schema, table_name, column_name FROM information_schema.columns
+WHERE table_schema NOT IN ('pg_catalog', 'information_schema') AND table_schema NOT LIKE 'pg\\_%%'
+ORDER BY table_schema, table_name, ordinal_position
+"""
+_MY_COLUMNS = """
+SELECT table_schema, table_name, column_name FROM information_schema.columns
+WHERE table_schema NOT IN ('mysql', 'sys', 'performance_schema', 'information_schema')
+ORDER BY table_schema, table_name, ordinal_position
+"""
+
+
+class TableCatalog:
+    """`info()` → TableInfo of the captured tables; asked again at most every `ttl_s` seconds.
+    When the database cannot be asked, the tables are unknown (only syntax is checked) and the
+    include/exclude filters still decide whether a plainly named table is captured."""
+
+    def __init__(self, cfg: ConnectorConfig, ttl_s: float = 10.0) -> None:
+        self.cfg = cfg
+        self.filters = TableFilters.from_settings(cfg.source)
+        self.ttl_s = ttl_s
+        self._cached: tuple[float, TableInfo] | None = None
+
+    def _captures(self, name: str) -> bool:
+        ns, _, table = name.rpartition(".")
+        return self.filters.captures(ns, table)
+
+    def info(self) -> TableInfo:
+        if self._cached is not None and time.monotonic() - self._cached[0] < self.ttl_s:
+            return self._cached[1]
+        try:
+            rows = self._columns()
+        except Exception as e:  # noqa: BLE001 - validation goes on with what the settings say
+            log.warning("signals: could not list the captured tables (%s); checking names only", e)
+            return TableInfo(None, self._captures)
+        tables: dict[str, list[str]] = {}
+        for schema, table, column in rows:
+            if self.filters.captures(schema, table):
+                tables.setdefault(f"{schema}.{table}", []).append(column)
+        info = TableInfo({k: tuple(v) for k, v in tables.items()}, self._captures)
+        self._cached = (time.monotonic(), info)
+        return info
+
+    def _columns(self) -> list[tuple[Any, ...]]:
+        if self.cfg.connector == "postgres":
+            from connectors.settings.model import PostgresSettings
+            from connectors.sources.postgres.connection import PgConnParams, connect
+
+            assert isinstance(self.cfg.source, PostgresSettings)
+            conn = connect(PgConnParams.from_settings(self.cfg.source))
+            try:
+                with conn.cursor() as cur:
+                    cur.execute(_PG_COLUMNS)
+                    return list(cur.fetchall())
+            finally:
+                conn.close()
+        from connectors.settings.model import MySqlSettings
+        from connectors.sources.mysql.setup import connect as my_connect
+        from connectors.sources.mysql.setup import connection_settings
+
+        assert isinstance(self.cfg.source, MySqlSettings)
+        myconn = my_connect(connection_settings(self.cfg.source))
+        try:
+            with myconn.cursor() as cur:
+                cur.execute(_MY_COLUMNS)
+                return [tuple(r) for r in cur.fetchall()]
+        finally:
+            myconn.close()
