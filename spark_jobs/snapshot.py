@@ -275,7 +275,20 @@ class Progress:
 
 # --------------------------------------------------------------------------- the job
 def run(cfg: ConnectorConfig, *, spark: Any = None) -> Outcome:
-    """Snapshot as `snapshot.mode` says. `spark`: an existing session (tests); else one is built."""
+    """Snapshot as `snapshot.mode` says. `spark`: an existing session (tests); else one is built.
+    Debezium's "Initial Snapshot" notifications go to notification.enabled.channels."""
+    from connectors.signals.notify import Notifier
+
+    if cfg.source.snapshot_mode in ("no_data", "never"):
+        return Outcome(decide(cfg.source.snapshot_mode, has_offset=False, resumable=True, state=None))
+    notifier = Notifier.from_config(cfg)
+    try:
+        return _run(cfg, spark, notifier.initial_snapshot)
+    finally:
+        notifier.close()
+
+
+def _run(cfg: ConnectorConfig, spark: Any, notices: Any) -> Outcome:
     from connectors.engine.wiring import reserve_seq, reset_offsets, resume_point
     from connectors.sinks.common import context_headers_for
 
@@ -290,8 +303,6 @@ def run(cfg: ConnectorConfig, *, spark: Any = None) -> Outcome:
     t0 = time.monotonic()
     src = cfg.source
     mode = src.snapshot_mode
-    if mode in ("no_data", "never"):
-        return Outcome(decide(mode, has_offset=False, resumable=True, state=None))
     progress = SnapshotProgress(cfg.warehouse, cfg.name)
     state = progress.latest()
     seq, stored = resume_point(cfg)
@@ -320,6 +331,7 @@ def run(cfg: ConnectorConfig, *, spark: Any = None) -> Outcome:
         )
         log.info("snapshot: %s", decision.reason)
         if not decision.snapshot:
+            notices.skipped()
             return Outcome(decision)
         delay = src.snapshot_delay_ms
         if delay > 0:
@@ -373,6 +385,7 @@ def run(cfg: ConnectorConfig, *, spark: Any = None) -> Outcome:
         raise
     finally:
         snap.close()
+    notices.started()
     try:
         rows = _read_chunks(
             cfg,
@@ -384,12 +397,17 @@ def run(cfg: ConnectorConfig, *, spark: Any = None) -> Outcome:
             done_rows,
             progress,
             context_headers_for(cfg),
+            notices,
             driver_threads=mysql and not watermarks,
             watermarks=watermarks,
         )
+    except BaseException:
+        notices.aborted()
+        raise
     finally:
         view.close()
     progress.complete(sid, rows, pos)
+    notices.completed()
     out = Outcome(decision, sid, rows, len(chunks), time.monotonic() - t0)
     log.info("snapshot %s completed: %d rows in %.1fs", sid, rows, out.seconds)
     return out
@@ -436,6 +454,7 @@ def _read_chunks(
     done_rows: int,
     progress: SnapshotProgress,
     headers: tuple[tuple[str, bytes], ...],
+    notices: Any,
     *,
     driver_threads: bool = False,
     watermarks: bool = False,
@@ -470,6 +489,7 @@ def _read_chunks(
         for c in todo
     }
     shown = Progress(todo, done_rows)
+    tables = TableNotices(notices, todo)
     rows = done_rows
     highs: dict[int, dict[str, Any]] = {}  # lock-free chunks: the position each is consistent at
     if driver_threads:
@@ -503,11 +523,16 @@ def _read_chunks(
             while pending or running:
                 while pending and len(running) < width:
                     c = pending.pop(0)
+                    tables.reading(c)
                     running[pool.submit(one, specs[c.index])] = c
                 finished, _ = wait(running, return_when=FIRST_COMPLETED)
                 for fut in finished:
                     c = running.pop(fut)
-                    ready[c.index] = _result(fut, c)
+                    try:
+                        ready[c.index] = _result(fut, c)
+                    except BaseException:
+                        tables.failed(c)
+                        raise
                 # Commit in plan order (table order, then key order): the change log and the jsonl
                 # file list the tables as snapshot.tables.order.by.row.count says, and the
                 # first/last markers come first/last. Later chunks wait on disk, not in memory.
@@ -518,6 +543,7 @@ def _read_chunks(
                     progress.chunks_done(sid, [(c, res.rows)], highs)
                     rows += res.rows
                     shown.chunk_done(c, res.rows)
+                    tables.done(c, res.rows)
     finally:
         shown.close()
         if staging:
@@ -535,6 +561,33 @@ def run_watermark_chunk(spec: ChunkSpec) -> tuple[ChunkResult, dict[str, Any]]:
     chunk = WatermarkChunk(spec.raw, spec.chunk, spec.position, spec.headers)
     res = write_chunk(spec, chunk.rows())
     return res, chunk.high
+
+
+class TableNotices:
+    """Debezium's per-table initial snapshot notifications: IN_PROGRESS when a table's first chunk
+    is read, TABLE_SCAN_COMPLETED (rows, SUCCEEDED) after its last chunk, SQL_EXCEPTION when a
+    chunk fails. `data_collections`: the tables this run reads."""
+
+    def __init__(self, notices: Any, chunks: list[Chunk]) -> None:
+        self.notices = notices
+        self.names = list(dict.fromkeys(c.table for c in chunks))
+        self.left = {t: sum(1 for c in chunks if c.table == t) for t in self.names}
+        self.rows = dict.fromkeys(self.names, 0)
+        self.started: set[str] = set()
+
+    def reading(self, chunk: Chunk) -> None:
+        if chunk.table not in self.started:
+            self.started.add(chunk.table)
+            self.notices.in_progress(chunk.table, self.names)
+
+    def done(self, chunk: Chunk, rows: int) -> None:
+        self.rows[chunk.table] += rows
+        self.left[chunk.table] -= 1
+        if self.left[chunk.table] == 0:
+            self.notices.table_scan_completed(chunk.table, self.rows[chunk.table], "SUCCEEDED", self.names)
+
+    def failed(self, chunk: Chunk) -> None:
+        self.notices.table_scan_completed(chunk.table, None, "SQL_EXCEPTION", self.names)
 
 
 def _result(fut: Future[ChunkResult], chunk: Chunk) -> ChunkResult:
