@@ -5,12 +5,13 @@ Driver: decide from `snapshot.mode` and what is stored whether to snapshot (or r
 unfinished snapshot), export one consistent view, plan primary-key chunks, record the plan in
 `_state/snapshots`, then run one Spark task per chunk (`snapshot_tasks.run_chunk`), up to the
 parallelism at once, committing every chunk on its own as it finishes:
-- Delta: the task's Parquet file is added in one Delta commit carrying the app transaction
-  `<connector>:snapshot:<id>:<chunk>`; a chunk whose app transaction is in the log is never
-  written again (the crash window between that commit and the progress row);
+- Kafka: the task produced and flushed (at least once, as Debezium);
 - jsonl: the task's part is appended to the output file and fsynced (at least once: a crash
-  between the append and the progress row repeats the chunk);
-- Kafka: the task produced and flushed (at least once, as Debezium).
+  between the append and the Delta commit / progress row repeats the chunk);
+- Delta, last: the task's Parquet file is added in one Delta commit carrying the app transaction
+  `<connector>:snapshot:<id>:<chunk>`; a chunk whose app transaction is in the log counts as done
+  in every sink and is never written again (the crash window between that commit and the
+  progress row);
 Then the chunk's progress row; after the last chunk, the snapshot's "completed" row.
 """
 
@@ -147,8 +148,9 @@ class Committer:
         return dt is not None and dt.transaction_version(self.app_id(chunk)) is not None
 
     def commit(self, chunk: Chunk, res: ChunkResult) -> None:
-        if self.delta_uri is not None:
-            self._commit_delta(chunk, res)
+        # jsonl first, Delta last: a chunk found in Delta after a crash counts as done in every
+        # sink (`already_committed`), so its jsonl lines must be durable before it is. A crash
+        # before the Delta commit reads the chunk again (jsonl: at least once, as documented).
         if self.jsonl_path and res.jsonl_part:
             # Not O_APPEND (sendfile refuses it): one writer, positioned at the end.
             fd = os.open(self.jsonl_path, os.O_WRONLY | os.O_CREAT, 0o644)
@@ -163,6 +165,8 @@ class Committer:
                     at, left = at + n, left - n
                 os.fsync(out.fileno())
             os.unlink(res.jsonl_part)
+        if self.delta_uri is not None:
+            self._commit_delta(chunk, res)
 
     def _commit_delta(self, chunk: Chunk, res: ChunkResult) -> None:
         from deltalake import CommitProperties, Transaction
