@@ -8,11 +8,13 @@ tests/pgcdc.py (PostgreSQL) and tests/mycdc.py (MySQL/MariaDB); they call `write
 from __future__ import annotations
 
 import os
+import random
 import signal
 import subprocess
 import sys
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -64,10 +66,18 @@ def run_cli(*args: str, timeout: float = 180, check: bool = True) -> subprocess.
     return proc
 
 
-def popen_cli(*args: str, log: Path) -> subprocess.Popen[bytes]:
+def popen_cli(*args: str, log: Path, new_session: bool = False) -> subprocess.Popen[bytes]:
+    """`tidemark <args>` started in the background, stderr appended to `log`. `new_session`: in a
+    process group of its own, so `_sigkill(proc, group=True)` takes its children (a snapshot's
+    Spark JVM and workers) with it."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.Popen(
-        [*TIDEMARK, *args], stdout=subprocess.DEVNULL, stderr=log.open("ab"), env=env, cwd=ROOT
+        [*TIDEMARK, *args],
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("ab"),
+        env=env,
+        cwd=ROOT,
+        start_new_session=new_session,
     )
 
 
@@ -159,9 +169,33 @@ def assert_debezium_heartbeat(rec: dict[str, Any], server_name: str) -> None:
 
 
 # --------------------------------------------------------------------------- SIGKILL
-def _sigkill(proc: subprocess.Popen[bytes]) -> None:
-    proc.send_signal(signal.SIGKILL)
+def _kill(proc: subprocess.Popen[bytes], group: bool = False) -> None:
+    if group:
+        os.killpg(proc.pid, signal.SIGKILL)
+    else:
+        proc.send_signal(signal.SIGKILL)
+
+
+def _sigkill(proc: subprocess.Popen[bytes], group: bool = False) -> None:
+    _kill(proc, group)
     proc.wait(timeout=30)
+
+
+def sigkill_when(
+    cfg: Path, log: Path, ready: Callable[[], bool], *, what: str, timeout: float = 180, group: bool = False
+) -> int:
+    """Start `tidemark run --config cfg`, SIGKILL it once `ready()` holds (polled up to `timeout`
+    s) and return its peak RSS (kB) just before the kill. `group`: run it in a session of its own
+    and kill the whole process group (see `popen_cli`)."""
+    proc = popen_cli("run", "--config", str(cfg), log=log, new_session=group)
+    try:
+        wait_until(ready, timeout=timeout, what=what)
+        peak_kb = peak_rss_kb(proc.pid)
+        _sigkill(proc, group)
+    finally:
+        if proc.poll() is None:
+            _kill(proc, group)
+    return peak_kb
 
 
 def kill_inside_then_resume(
@@ -170,16 +204,9 @@ def kill_inside_then_resume(
     """Run the connector on a pending `total`-row transaction, SIGKILL it once `first` rows are in
     the Delta change log, check it was killed inside the transaction with bounded memory, then
     run it again until caught up. The caller checks the change log's rows."""
-    proc = popen_cli("run", "--config", str(cfg), log=log)
-    try:
-        wait_until(
-            lambda: changelog_count(changelog) >= first, timeout=180, what="part of the transaction delivered"
-        )
-        peak_kb = peak_rss_kb(proc.pid)
-        _sigkill(proc)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    peak_kb = sigkill_when(
+        cfg, log, lambda: changelog_count(changelog) >= first, what="part of the transaction delivered"
+    )
     at_kill = changelog_count(changelog)
     assert 0 < at_kill < total, at_kill  # killed inside the transaction
     assert peak_kb < max_rss_kb, f"peak RSS {peak_kb} kB: the transaction is not streamed in bounded memory"
@@ -296,3 +323,162 @@ def replay(records: list[dict[str, Any]]) -> dict[int, tuple[str, int]]:
         elif p["op"] == "d":
             state.pop(p["before"]["id"], None)
     return state
+
+
+# --------------------------------------------------------------------------- snapshots of `bench`
+# The rows of the large-table snapshot tests' `bench` (tests/test_snapshot_pg.py,
+# tests/test_snapshot_mysql_e2e.py): smaller for quicker iteration.
+SNAPSHOT_ROWS = int(os.environ.get("TIDEMARK_SNAPSHOT_TEST_ROWS", "500000"))
+
+
+@dataclass(frozen=True)
+class BenchSql:
+    """The `bench (id, name, qty, note)` statements in one SQL dialect."""
+
+    create: str
+    fill: str  # rows 1..{n}, `name` 'name <id>', `qty` id % 100
+    after_fill: tuple[str, ...]
+    name_plus: str  # `name` with '+' appended
+
+
+BENCH_SQL: dict[str, BenchSql] = {
+    "postgres": BenchSql(
+        create="CREATE TABLE bench (id bigint PRIMARY KEY, name text, qty int, note text)",
+        fill="INSERT INTO bench SELECT g, 'name ' || g, g % 100, repeat('x', 64) FROM generate_series(1, {n}) g",
+        after_fill=("ANALYZE bench",),  # row estimates for the chunk plan
+        name_plus="name || '+'",
+    ),
+    "mysql": BenchSql(
+        create="CREATE TABLE bench (id bigint PRIMARY KEY, name varchar(64), qty int, note text)",
+        fill="INSERT INTO bench SELECT seq, concat('name ', seq), seq % 100, repeat('x', 64) FROM seq_1_to_{n}",
+        after_fill=(),
+        name_plus="concat(name, '+')",
+    ),
+}
+
+
+def create_bench(connect: Callable[[], Any], dialect: str, n: int) -> None:
+    """Create `bench` with rows 1..`n`. `connect()` returns an autocommit DB-API connection
+    (psycopg2 or PyMySQL); `dialect` is a key of `BENCH_SQL`."""
+    sql = BENCH_SQL[dialect]
+    conn = connect()
+    try:
+        with conn.cursor() as cur:
+            for statement in (sql.create, sql.fill.format(n=n), *sql.after_fill):
+                cur.execute(statement)  # no parameters: `%` is taken literally
+    finally:
+        conn.close()
+
+
+def bench_state(connect: Callable[[], Any]) -> dict[int, tuple[str, int]]:
+    """`bench` as `{id: (name, qty)}`, what `replay` of its change events must give."""
+    conn = connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT id, name, qty FROM bench")
+            return {int(i): (n, int(q)) for i, n, q in cur.fetchall()}
+    finally:
+        conn.close()
+
+
+def bench_writer(
+    connect: Callable[[], Any], dialect: str, stop: threading.Event, first_id: int, done: list[int], seed: int
+) -> None:
+    """Inserts (ids from `first_id` on), updates and deletes on `bench`, each its own autocommit
+    transaction, until `stop`; `done[0]` counts them."""
+    rnd = random.Random(seed)
+    update = f"UPDATE bench SET qty = qty + 1, name = {BENCH_SQL[dialect].name_plus} WHERE id = %s"
+    conn = connect()
+    nxt = first_id
+    try:
+        with conn.cursor() as cur:
+            while not stop.is_set():
+                op = rnd.random()
+                if op < 0.4:
+                    cur.execute("INSERT INTO bench VALUES (%s, %s, 1, 'new')", (nxt, f"new {nxt}"))
+                    nxt += 1
+                elif op < 0.8:
+                    cur.execute(update, (rnd.randint(1, nxt - 1),))
+                else:
+                    cur.execute("DELETE FROM bench WHERE id = %s", (rnd.randint(1, nxt - 1),))
+                done[0] += 1
+    finally:
+        conn.close()
+
+
+@dataclass(frozen=True)
+class SnapshotUnderWrites:
+    first: subprocess.CompletedProcess[str]  # the run during the writes
+    records: list[dict[str, Any]]  # the jsonl sink's records once caught up
+    snapshot: list[dict[str, Any]]  # those of them with op "r"
+    state: dict[int, tuple[str, int]]  # `bench` at the end
+
+
+def snapshot_under_writes(
+    cfg: Path, jsonl: Path, connect: Callable[[], Any], dialect: str, *, rows: int, seed: int, min_writes: int
+) -> SnapshotUnderWrites:
+    """`tidemark run --until-caught-up` (configured to snapshot the `rows`-row `bench` into the
+    jsonl sink `jsonl`) while `bench_writer` writes, then once more for the writes after that run.
+    Checks that more than `min_writes` writes overlapped the run, that replaying the records
+    reproduces the table and that the snapshot read each row once."""
+    stop, done = threading.Event(), [0]
+    writer = threading.Thread(
+        target=bench_writer, args=(connect, dialect, stop, rows + 1, done, seed), daemon=True
+    )
+    writer.start()
+    try:
+        first = run_cli("run", "--config", str(cfg), "--until-caught-up", timeout=900)
+    finally:
+        stop.set()
+        writer.join(timeout=30)
+    assert done[0] > min_writes, f"only {done[0]} concurrent writes: the test did not overlap the snapshot"
+    run_cli("run", "--config", str(cfg), "--until-caught-up", timeout=300)  # the writes after the first run
+    state = bench_state(connect)
+    records = read_jsonl(jsonl)
+    assert replay(records) == state
+    snapshot = [r for r in records if r["value"] and r["value"]["payload"].get("op") == "r"]
+    assert len({r["key"]["payload"]["id"] for r in snapshot}) == len(snapshot)  # each row read once
+    return SnapshotUnderWrites(first, records, snapshot, state)
+
+
+def sigkill_mid_snapshot_then_resume(
+    cfg: Path,
+    jsonl: Path,
+    changelog: Path,
+    connect: Callable[[], Any],
+    rows: int,
+    *,
+    between: Callable[[], object] | None = None,
+) -> None:
+    """SIGKILL `tidemark run` (configured with the delta and jsonl sinks and one snapshot thread
+    to snapshot the `rows`-row `bench` in many chunks) once two chunks are done, run `between()`
+    (changes between the killed snapshot's view and the resumed one's), then run it until caught
+    up: it must resume the snapshot, the Delta change log must hold each row's snapshot record
+    once (no chunk written twice) and the jsonl records (at least once) must replay to the table."""
+    from connectors.settings.config import load
+    from connectors.snapshot.progress import SnapshotProgress
+
+    loaded = load(cfg)
+    progress = SnapshotProgress(loaded.warehouse, loaded.name)
+    log = cfg.with_name("first.log")
+    sigkill_when(
+        cfg,
+        log,
+        lambda: (s := progress.latest()) is not None and len(s.done) >= 2,
+        timeout=300,
+        what="two snapshot chunks done",
+        group=True,  # the Spark JVM and workers die with it
+    )
+    state = progress.latest()
+    assert state is not None and not state.completed and 2 <= len(state.done) < len(state.chunks), (
+        log.read_text()[-3000:]
+    )
+    if between is not None:
+        between()
+    second = run_cli("run", "--config", str(cfg), "--until-caught-up", timeout=600)
+    assert "resuming" in second.stderr
+    state = progress.latest()
+    assert state is not None and state.completed
+    keys = [orjson.loads(r["key"])["id"] for r in delta_rows(changelog, ["op", "key"]) if r["op"] == "r"]
+    assert len(keys) == rows and len(set(keys)) == rows  # every row once: no chunk written twice
+    assert replay(read_jsonl(jsonl)) == bench_state(connect)  # jsonl is at least once, and replays right

@@ -27,22 +27,15 @@ tests/golden/mysql/snapshot_probe.jsonl is one Debezium 3.6 capture of this test
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from cdc import write_config
-from conformance.debezium import read_jsonl, run_debezium_snapshot
+from conformance.debezium import read_jsonl
 from conformance.mysql import workload
-from conformance.normalize import (
-    assert_snapshot_conform,
-    is_schema_change_record,
-    mark_counts,
-    snapshot_problems,
-)
-from conformance.snapshot import changelog_records, run_tidemark_snapshot, without_headers
+from conformance.normalize import assert_snapshot_conform, is_schema_change_record
+from snapshot_conformance import debezium_snapshot, tidemark_snapshot_conforms
 from test_conformance_mysql import VARIANTS
 
 from connectors.app.embedded.mariadb import MariaDbServer, start_mariadb
@@ -97,72 +90,36 @@ def test_snapshot_matches_debezium(
         mysql57.execute("CREATE TABLE t (id INT PRIMARY KEY)", database=other)
         mysql57.execute("INSERT INTO t VALUES (1)", database=other)
     counts = table_row_counts(mysql57, db)
-    expected_rows = sum(counts.values())
-    source = {**COMMON, **SNAPSHOT_VARIANTS[variant], "database.include.list": db}
-
-    # --- Debezium 3.6 (own JVM in a subprocess) ----------------------------------------------
-    dbz_out = tmp_path / "debezium.jsonl"
-    debezium = run_debezium_snapshot(
+    source = {
+        **mysql57.props(),
+        **COMMON,
+        **SNAPSHOT_VARIANTS[variant],
+        "database.include.list": db,
+    }
+    debezium = debezium_snapshot(
+        tmp_path,
+        variant,
+        "io.debezium.connector.mysql.MySqlConnector",
         {
-            "connector.class": "io.debezium.connector.mysql.MySqlConnector",
-            "name": f"dbz-snap-{variant}",
-            **mysql57.props(),
             **source,
             "database.server.id": str(unique_name.server_id()),
             "schema.history.internal": "io.debezium.storage.file.history.FileSchemaHistory",
             "schema.history.internal.file.filename": str(tmp_path / "dbz-history.dat"),
         },
-        dbz_out,
+        counts=counts,
+        prefix=PREFIX,
+        is_row=lambda r: not is_schema_change_record(r),
     )
-    rows = [r for r in debezium if not is_schema_change_record(r)]
-    per_topic: dict[str, int] = {}
-    for r in rows:
-        per_topic[r["topic"]] = per_topic.get(r["topic"], 0) + 1
-    assert per_topic == {f"{PREFIX}.{t}": n for t, n in counts.items() if n}, (
-        f"Debezium's snapshot does not hold every row once; rows {counts}; log {dbz_out}.log"
+    tidemark_snapshot_conforms(
+        tmp_path,
+        variant,
+        "mysql",
+        {**source, "database.server.id": str(unique_name.server_id())},
+        debezium,
+        sink=sink,
+        prefix=PREFIX,
+        counts=counts,
     )
-    assert len(rows) == expected_rows
-    assert snapshot_problems(debezium, "Debezium") == []
-
-    # --- Tidemark ----------------------------------------------------------------------------
-    tm_out = tmp_path / "tidemark.jsonl"
-    warehouse = tmp_path / "warehouse"
-    config = write_config(
-        tmp_path / "tidemark.properties",
-        {
-            "connector.class": "mysql",
-            "name": f"tm-snap-{variant}",
-            **mysql57.props(),
-            **source,
-            "database.server.id": str(unique_name.server_id()),
-        },
-        sinks=sink,
-        jsonl=tm_out if sink == "jsonl" else None,
-        warehouse=warehouse,
-    )
-    run_tidemark_snapshot(config, tmp_path / "tidemark.log")
-    if sink == "jsonl":
-        assert tm_out.exists(), f"tidemark wrote no {tm_out}; log {tmp_path / 'tidemark.log'}"
-        tidemark, expected_side = read_jsonl(tm_out), without_headers(debezium)
-    else:
-        tidemark = changelog_records(warehouse / PREFIX / "changelog")
-        expected_side = debezium
-    (tmp_path / "summary.json").write_text(
-        json.dumps(
-            {
-                "variant": variant,
-                "sink": sink,
-                "rows": counts,
-                "debezium": len(debezium),
-                "tidemark": len(tidemark),
-                "debezium_marks": mark_counts(debezium),
-                "tidemark_marks": mark_counts(tidemark),
-            },
-            indent=1,
-        )
-    )
-    # the change log holds no emission order across chunks (see the PostgreSQL test)
-    assert_snapshot_conform(expected_side, tidemark, tidemark_ordered=sink == "jsonl")
 
 
 # --- the comparison itself (no servers needed) --------------------------------------------

@@ -24,17 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cdc import write_config
-from conformance.debezium import read_jsonl, run_debezium_snapshot
-from conformance.normalize import assert_snapshot_conform, mark_counts, snapshot_problems
+from conformance.debezium import read_jsonl
+from conformance.normalize import assert_snapshot_conform, mark_counts
 from conformance.postgres import workload
-from conformance.snapshot import (
-    changelog_records,
-    run_tidemark_snapshot,
-    snapshot_command_available,
-    table_row_counts,
-    without_headers,
-)
+from conformance.snapshot import snapshot_command_available, table_row_counts
+from snapshot_conformance import debezium_snapshot, tidemark_snapshot_conforms
 from test_conformance_postgres import VARIANTS
 
 COMMON = {
@@ -88,31 +82,22 @@ def snapshot_and_compare(
         counts = table_row_counts(conn)
     finally:
         conn.close()
-    expected = sum(counts.values())
-    conn_props = pg.props(**{"database.dbname": pg_database})
-    source = {**COMMON, **extra, "publication.name": pub}
-
-    # --- Debezium 3.6 (own JVM in a subprocess) ----------------------------------------------
-    dbz_out = tmp_path / "debezium.jsonl"
-    debezium = run_debezium_snapshot(
-        {
-            "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
-            "name": f"dbz-snap-{variant}",
-            **conn_props,
-            **source,
-            "slot.name": unique_name("dbzsnap"),
-        },
-        dbz_out,
-        expected=expected,
+    source = {
+        **pg.props(**{"database.dbname": pg_database}),
+        **COMMON,
+        **extra,
+        "publication.name": pub,
+    }
+    debezium = debezium_snapshot(
+        tmp_path,
+        variant,
+        "io.debezium.connector.postgresql.PostgresConnector",
+        {**source, "slot.name": unique_name("dbzsnap")},
+        counts=counts,
+        prefix=COMMON["topic.prefix"],
+        is_row=lambda r: (r.get("value") or {}).get("payload", {}).get("op") == "r",
+        expected=sum(counts.values()),
     )
-    snap = [r for r in debezium if (r.get("value") or {}).get("payload", {}).get("op") == "r"]
-    per_topic: dict[str, int] = {}
-    for r in snap:
-        per_topic[r["topic"]] = per_topic.get(r["topic"], 0) + 1
-    assert per_topic == {f"dbz.{t}": n for t, n in counts.items() if n}, (
-        f"Debezium's snapshot does not hold every row once; rows {counts}; log {dbz_out}.log"
-    )
-    assert snapshot_problems(debezium, "Debezium") == []
 
     ok, help_text = snapshot_command_available()
     if not ok:
@@ -121,49 +106,16 @@ def snapshot_and_compare(
             f"ran ({len(debezium)} records, marks {mark_counts(debezium)}):\n{help_text[-500:]}"
         )
 
-    # --- Tidemark ----------------------------------------------------------------------------
-    tm_out = tmp_path / "tidemark.jsonl"
-    warehouse = tmp_path / "warehouse"
-    config = write_config(
-        tmp_path / "tidemark.properties",
-        {
-            "connector.class": "postgres",
-            "name": f"tm-snap-{variant}",
-            **conn_props,
-            **source,
-            "slot.name": unique_name("tmsnap"),
-        },
-        sinks=sink,
-        jsonl=tm_out if sink == "jsonl" else None,
-        warehouse=warehouse,
+    tidemark_snapshot_conforms(
+        tmp_path,
+        variant,
+        "postgres",
+        {**source, "slot.name": unique_name("tmsnap")},
+        debezium,
+        sink=sink,
+        prefix=COMMON["topic.prefix"],
+        counts=counts,
     )
-    run_tidemark_snapshot(config, tmp_path / "tidemark.log")
-    if sink == "jsonl":
-        assert tm_out.exists(), f"tidemark wrote no {tm_out}; log {tmp_path / 'tidemark.log'}"
-        tidemark, expected_side = read_jsonl(tm_out), without_headers(debezium)
-    else:
-        tidemark = changelog_records(warehouse / COMMON["topic.prefix"] / "changelog")
-        expected_side = debezium
-    # the change log holds no emission order across chunks (each chunk its own commit, its
-    # `event_index` from 0), so there only the number of `first`/`last` marks is checked
-    ordered = sink == "jsonl"
-
-    # keep both sides for inspection when the comparison fails
-    (tmp_path / "summary.json").write_text(
-        json.dumps(
-            {
-                "variant": variant,
-                "sink": sink,
-                "rows": counts,
-                "debezium": len(debezium),
-                "tidemark": len(tidemark),
-                "debezium_file": str(dbz_out),
-                "tidemark_file": str(tm_out),
-            },
-            indent=1,
-        )
-    )
-    assert_snapshot_conform(expected_side, tidemark, tidemark_ordered=ordered)
 
 
 # --- the comparison itself (no servers needed) --------------------------------------------

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import os
-import random
-import signal
 import subprocess
 import sys
-import threading
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -15,15 +13,21 @@ import orjson
 import psycopg2
 import pyarrow.compute as pc
 import pytest
-from cdc import replay, run_cli
-from harness import wait_until
+from cdc import (
+    ROOT,
+    SNAPSHOT_ROWS,
+    create_bench,
+    read_jsonl,
+    replay,
+    run_cli,
+    sigkill_mid_snapshot_then_resume,
+    snapshot_under_writes,
+)
 from pgcdc import write_config
 
 from connectors.settings.config import load
 from connectors.snapshot.progress import SnapshotProgress
 from spark_jobs import snapshot as job
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _fill(dsn: str, n: int, table: str = "items") -> None:
@@ -36,10 +40,6 @@ def _fill(dsn: str, n: int, table: str = "items") -> None:
             "FROM generate_series(1, %s) g",
             (n,),
         )
-
-
-def _lines(path: Path) -> list[dict[str, Any]]:
-    return [orjson.loads(ln) for ln in path.read_bytes().splitlines()]
 
 
 def test_initial_snapshot_to_jsonl_and_delta(pg: Any, pg_database: str, tmp_path: Path, spark: Any) -> None:
@@ -58,7 +58,7 @@ def test_initial_snapshot_to_jsonl_and_delta(pg: Any, pg_database: str, tmp_path
     cfg = load(cfg_path)
     res = job.run(cfg, spark=spark)
     assert res.decision.snapshot and res.rows == 2500 and res.chunks >= 2
-    recs = _lines(out)
+    recs = read_jsonl(out)
     assert len(recs) == 2500
     ids = sorted(r["key"]["payload"]["id"] for r in recs)
     assert ids == list(range(1, 2501))
@@ -77,48 +77,6 @@ def test_initial_snapshot_to_jsonl_and_delta(pg: Any, pg_database: str, tmp_path
 
 
 # --------------------------------------------------------------------------- end to end (CLI)
-ROWS = int(os.environ.get("TIDEMARK_SNAPSHOT_TEST_ROWS", "500000"))
-
-
-def _bench_table(dsn: str, n: int) -> None:
-    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
-        cur.execute("CREATE TABLE bench (id bigint PRIMARY KEY, name text, qty int, note text)")
-        cur.execute(
-            "INSERT INTO bench SELECT g, 'name ' || g, g %% 100, repeat('x', 64) FROM generate_series(1, %s) g",
-            (n,),
-        )
-        cur.execute("ANALYZE bench")
-
-
-def _writer(dsn: str, stop: threading.Event, first_id: int, done: list[int]) -> None:
-    """Inserts, updates and deletes in small transactions until `stop`."""
-    rnd = random.Random(7)
-    conn = psycopg2.connect(dsn)
-    conn.autocommit = True
-    nxt = first_id
-    with conn.cursor() as cur:
-        while not stop.is_set():
-            op = rnd.random()
-            if op < 0.4:
-                cur.execute("INSERT INTO bench VALUES (%s, %s, 1, 'new')", (nxt, f"new {nxt}"))
-                nxt += 1
-            elif op < 0.8:
-                cur.execute(
-                    "UPDATE bench SET qty = qty + 1, name = name || '+' WHERE id = %s",
-                    (rnd.randint(1, nxt - 1),),
-                )
-            else:
-                cur.execute("DELETE FROM bench WHERE id = %s", (rnd.randint(1, nxt - 1),))
-            done[0] += 1
-    conn.close()
-
-
-def _table_state(dsn: str) -> dict[int, tuple[str, int]]:
-    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
-        cur.execute("SELECT id, name, qty FROM bench")
-        return {i: (n, q) for i, n, q in cur.fetchall()}
-
-
 def _delta_events(uri: Path) -> list[dict[str, Any]]:
     """The change log's rows in stream order as {"value": {"payload": ...}} records: snapshot
     rows (batch_seq 0) first, then streamed batches."""
@@ -149,11 +107,11 @@ def _delta_events(uri: Path) -> list[dict[str, Any]]:
 def test_run_snapshots_then_streams_under_concurrent_writes(
     pg: Any, pg_database: str, tmp_path: Path
 ) -> None:
-    """The issue's correctness test: a ROWS-row table snapshotted while another process inserts,
-    updates and deletes; after catching up, replaying the events reproduces the table (jsonl
-    and Delta), and the Delta change log holds each snapshotted row once."""
-    dsn = pg.dsn(dbname=pg_database)
-    _bench_table(dsn, ROWS)
+    """The issue's correctness test: a SNAPSHOT_ROWS-row table snapshotted while another process
+    inserts, updates and deletes; after catching up, replaying the events reproduces the table
+    (jsonl and Delta), and the Delta change log holds each snapshotted row once."""
+    connect = partial(pg.connect, dbname=pg_database)
+    create_bench(connect, "postgres", SNAPSHOT_ROWS)
     out = tmp_path / "out.jsonl"
     cfg = write_config(
         tmp_path / "c.properties",
@@ -163,37 +121,23 @@ def test_run_snapshots_then_streams_under_concurrent_writes(
         sinks="jsonl,delta",
         jsonl=out,
         snapshot__mode="initial",
-        tidemark__snapshot__chunk__rows=max(1000, ROWS // 8),
+        tidemark__snapshot__chunk__rows=max(1000, SNAPSHOT_ROWS // 8),
     )
-    stop, done = threading.Event(), [0]
-    writer = threading.Thread(target=_writer, args=(dsn, stop, ROWS + 1, done), daemon=True)
-    writer.start()
-    try:
-        proc = run_cli("run", "--config", str(cfg), "--until-caught-up", timeout=900)
-    finally:
-        stop.set()
-        writer.join(timeout=30)
-    assert done[0] > 100, f"only {done[0]} concurrent writes: the test did not overlap the snapshot"
-    assert "snapshot" in proc.stderr and "completed" in proc.stderr
-    run_cli("run", "--config", str(cfg), "--until-caught-up", timeout=300)  # the writes after the first run
-    expected = _table_state(dsn)
-    recs = _lines(out)
-    snap = [r for r in recs if r["value"] and r["value"]["payload"].get("op") == "r"]
-    assert len({r["key"]["payload"]["id"] for r in snap}) == len(snap)  # each row read once
-    assert replay(recs) == expected
+    run = snapshot_under_writes(cfg, out, connect, "postgres", rows=SNAPSHOT_ROWS, seed=7, min_writes=100)
+    assert "snapshot" in run.first.stderr and "completed" in run.first.stderr
     delta = _delta_events(tmp_path / "warehouse" / "tm" / "changelog")
-    assert sum(1 for e in delta if e["value"]["payload"]["op"] == "r") == len(snap)
-    assert replay(delta) == expected
+    assert sum(1 for e in delta if e["value"]["payload"]["op"] == "r") == len(run.snapshot)
+    assert replay(delta) == run.state
 
 
 def test_sigkill_mid_snapshot_resumes_without_rewriting_chunks(
     pg: Any, pg_database: str, tmp_path: Path
 ) -> None:
-    dsn = pg.dsn(dbname=pg_database)
-    n = max(50_000, ROWS // 5)
-    _bench_table(dsn, n)
+    connect = partial(pg.connect, dbname=pg_database)
+    n = max(50_000, SNAPSHOT_ROWS // 5)
+    create_bench(connect, "postgres", n)
     out = tmp_path / "out.jsonl"
-    cfg_path = write_config(
+    cfg = write_config(
         tmp_path / "c.properties",
         pg,
         slot="snapk",
@@ -204,45 +148,7 @@ def test_sigkill_mid_snapshot_resumes_without_rewriting_chunks(
         snapshot__max__threads=1,  # one chunk at a time: the kill lands between chunks' commits
         tidemark__snapshot__chunk__rows=n // 20,
     )
-    cfg = load(cfg_path)
-    progress = SnapshotProgress(cfg.warehouse, cfg.name)
-    log = tmp_path / "first.log"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "connectors.app.cli", "run", "--config", str(cfg_path)],
-        stdout=subprocess.DEVNULL,
-        stderr=log.open("wb"),
-        cwd=ROOT,
-        start_new_session=True,  # the Spark JVM and workers die with it
-    )
-    try:
-        wait_until(
-            lambda: (s := progress.latest()) is not None and len(s.done) >= 2,
-            timeout=300,
-            what="two snapshot chunks done",
-        )
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    state = progress.latest()
-    assert state is not None and not state.completed and 2 <= len(state.done) < len(state.chunks), (
-        log.read_text()[-3000:]
-    )
-    second = run_cli("run", "--config", str(cfg_path), "--until-caught-up", timeout=600)
-    assert "resuming" in second.stderr
-    state = progress.latest()
-    assert state is not None and state.completed
-    from deltalake import DeltaTable
-
-    t = DeltaTable(str(tmp_path / "warehouse" / "tm" / "changelog")).to_pyarrow_table(columns=["op", "key"])
-    keys = [
-        orjson.loads(k)["id"]
-        for k, op in zip(t["key"].to_pylist(), t["op"].to_pylist(), strict=True)
-        if op == "r"
-    ]
-    assert len(keys) == n and len(set(keys)) == n  # every row once: no chunk written twice
-    assert replay(_lines(out)) == _table_state(dsn)  # jsonl is at least once, and replays right
+    sigkill_mid_snapshot_then_resume(cfg, out, tmp_path / "warehouse" / "tm" / "changelog", connect, n)
 
 
 # --------------------------------------------------------------------------- snapshot.mode
@@ -347,7 +253,7 @@ def test_include_list_override_and_order(pg: Any, pg_database: str, tmp_path: Pa
     with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
         cur.execute("ANALYZE")
     assert job.run(cfg, spark=spark).rows == 15
-    recs = _lines(tmp_path / "initial.jsonl")
+    recs = read_jsonl(tmp_path / "initial.jsonl")
     tables = [r["value"]["payload"]["source"]["table"] for r in recs]
     assert tables == ["small"] * 5 + ["items"] * 10  # ascending row count; overridden rows only
     assert recs[0]["value"]["payload"]["source"]["snapshot"] == "first"
@@ -506,4 +412,4 @@ def test_spark_submit_runs_the_job(pg: Any, pg_database: str, tmp_path: Path) ->
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert orjson.loads(result.read_bytes())["rows"] == 100
-    assert len(_lines(tmp_path / "initial_only.jsonl")) == 100
+    assert len(read_jsonl(tmp_path / "initial_only.jsonl")) == 100
