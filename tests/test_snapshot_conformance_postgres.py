@@ -61,6 +61,25 @@ def test_snapshot_matches_debezium(variant, sink, pg, pg_database, unique_name, 
     )
 
 
+@pytest.mark.debezium
+@pytest.mark.postgres
+@pytest.mark.parametrize("via_root", ["false", "true"])
+def test_partitioned_snapshot_matches_debezium(via_root, pg, pg_database, unique_name, tmp_path):
+    """A partitioned table: Debezium 3.6 snapshots the partitioned table and each partition (the
+    rows twice), whatever publish.via.partition.root says; so must Tidemark."""
+    snapshot_and_compare(
+        f"partitions-via-root-{via_root}",
+        "jsonl",
+        {"publish.via.partition.root": via_root},
+        workload.PARTITION_SCHEMA_SQL,
+        workload.PARTITION_STEPS,
+        pg,
+        pg_database,
+        unique_name,
+        tmp_path,
+    )
+
+
 def snapshot_and_compare(
     variant: str,
     sink: str,

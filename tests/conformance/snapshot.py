@@ -77,18 +77,20 @@ def changelog_records(changelog: Path) -> list[dict[str, Any]]:
 
 
 def table_row_counts(conn: Any, schema: str = "public") -> dict[str, int]:
-    """``{"<schema>.<table>": rows}`` for every ordinary and partitioned table of ``schema``
-    (partitions too: with publish.via.partition.root off each is captured on its own)."""
+    """``{"<schema>.<table>": rows}`` for every ordinary and partitioned table of ``schema``: the
+    rows a snapshot reads from it (Debezium 3.6 reads a partitioned table and each of its
+    partitions, so their rows count under both)."""
     with conn.cursor() as cur:
         cur.execute(
-            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "SELECT c.relname, c.relkind::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
             "WHERE n.nspname = %s AND c.relkind IN ('r', 'p') ORDER BY 1",
             (schema,),
         )
-        names = [r[0] for r in cur.fetchall()]
+        names = cur.fetchall()
         counts = {}
-        for name in names:
-            cur.execute(f'SELECT count(*) FROM ONLY "{schema}"."{name}"')
+        for name, kind in names:
+            only = "" if kind == "p" else "ONLY "
+            cur.execute(f'SELECT count(*) FROM {only}"{schema}"."{name}"')
             counts[f"{schema}.{name}"] = cur.fetchone()[0]
     return counts
 
