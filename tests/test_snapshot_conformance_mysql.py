@@ -27,7 +27,6 @@ tests/golden/mysql/snapshot_probe.jsonl is one Debezium 3.6 capture of this test
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +37,7 @@ from conformance.normalize import assert_snapshot_conform, is_schema_change_reco
 from snapshot_conformance import debezium_snapshot, tidemark_snapshot_conforms
 from test_conformance_mysql import VARIANTS
 
-from connectors.app.embedded.mariadb import MariaDbServer, start_mariadb
+from connectors.app.embedded.mariadb import MariaDbServer
 
 PREFIX = "dbz"
 COMMON = {"topic.prefix": PREFIX, "snapshot.mode": "initial", "skipped.operations": "none"}
@@ -50,16 +49,6 @@ SNAPSHOT_VARIANTS: dict[str, dict[str, str]] = {
     "only-captured-databases-ddl": {"schema.history.internal.store.only.captured.databases.ddl": "true"},
 }
 CASES = [(v, "jsonl") for v in SNAPSHOT_VARIANTS] + [("defaults", "delta")]
-
-
-@pytest.fixture(scope="module")
-def mysql57(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MariaDbServer]:
-    """A private MariaDB announcing a MySQL 5.7 version (tests/test_conformance_mysql.py)."""
-    server = start_mariadb(tmp_path_factory.mktemp("mysql57"), version="5.7.19-MariaDB-tidemark-conformance")
-    try:
-        yield server
-    finally:
-        server.destroy()
 
 
 def table_row_counts(server: MariaDbServer, db: str) -> dict[str, int]:
