@@ -127,12 +127,18 @@ def run(
     ),
     max_seconds: float = typer.Option(0, "--max-seconds", help="Stop after this many seconds (0 = no limit)"),
     metrics_port: int = typer.Option(0, "--metrics-port", help="Serve Prometheus metrics on this port"),
+    status_interval: float = typer.Option(
+        0,
+        "--status-interval",
+        help="Write health to <warehouse>/_state/status every this many seconds (0 = off)",
+    ),
     log_level: LogLevel = LogLevelOpt("INFO"),
 ) -> None:
     """Snapshot as snapshot.mode says, then stream changes until SIGTERM/SIGINT (or the
     bounded-mode limit), then stop cleanly."""
     from connectors.app.snapshot_job import needs_job, run_job
     from connectors.engine.loop import close_all
+    from connectors.engine.status import StatusReporter
     from connectors.engine.wiring import build_engine
     from connectors.settings.config import load
 
@@ -171,7 +177,19 @@ def run(
                     f"--metrics-port {metrics_port}: cannot serve metrics: {e.strerror or e}",
                     "choose a free port",
                 ) from None
-        stats = engine.run()
+        status = (
+            StatusReporter(cfg.warehouse, cfg.name, engine, status_interval).start()
+            if status_interval
+            else None
+        )
+        try:
+            stats = engine.run()
+        except Exception as e:
+            if status is not None:
+                status.close(e)
+            raise
+        if status is not None:
+            status.close()
         log.info(
             "stopped: %d records in %d batches, %.1fs; last offset %s",
             stats.records,

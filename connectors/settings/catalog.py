@@ -719,6 +719,10 @@ SERVER_PROPERTIES: dict[str, Prop] = {
         P("tidemark.snapshot.chunk.rows", "int", 100000),
         # MySQL/MariaDB: Debezium's lock-based consistent read, or lock-free per-chunk watermarks.
         P("tidemark.snapshot.mysql.method", "enum", "locking", choices(MySqlSnapshotMethod)),
+        # Airflow (dags/, plugins/): where the database connection comes from, scheduled snapshots.
+        P("tidemark.airflow.connection.id", "str"),
+        P("tidemark.airflow.snapshot.schedule", "str"),
+        P("tidemark.airflow.snapshot.tables", "list"),
     )
 }
 """Debezium Server sink/format keys and Tidemark's own keys (full names)."""

@@ -27,7 +27,7 @@ from typing import Any
 from pydantic import SecretStr
 
 from connectors.api import ConfigError
-from connectors.settings.catalog import PREFIX_FAMILIES, SANITIZE_PATTERN
+from connectors.settings.catalog import PREFIX_FAMILIES, SANITIZE_PATTERN, SERVER_PROPERTIES
 from connectors.settings.files import _read, _scalar_text
 from connectors.settings.model import (
     ColumnRule,
@@ -175,7 +175,8 @@ def build(v: Validated, path: Path | None) -> ConnectorConfig:
         jsonl=JsonlSinkSettings(path=sink.get("jsonl.path")),
     )
     fmt = FormatSettings.model_validate(_strip_prefix(server, "debezium.format."))
-    tidemark = _strip_prefix(server, "tidemark.")
+    # A `tidemark.*` key without a default (the Airflow ones) is None when the file does not set it.
+    tidemark = dict.fromkeys(_TIDEMARK_KEYS) | _strip_prefix(server, "tidemark.")
     runtime = RuntimeSettings.model_validate(
         {k: x for k, x in tidemark.items() if not k.startswith("spark.conf.")}
         | {"spark_conf": {k: str(x) for k, x in _strip_prefix(tidemark, "spark.conf.").items()}}
@@ -186,6 +187,9 @@ def build(v: Validated, path: Path | None) -> ConnectorConfig:
     return ConnectorConfig(
         source.name or source.topic_prefix, v.connector, source, sinks, fmt, runtime, origin
     )
+
+
+_TIDEMARK_KEYS = tuple(k.removeprefix("tidemark.") for k in SERVER_PROPERTIES if k.startswith("tidemark."))
 
 
 def _strip_prefix(values: Mapping[str, Any], prefix: str) -> dict[str, Any]:

@@ -361,6 +361,17 @@ _SERVER: dict[str, str] = {
     "tidemark.snapshot.mysql.method": (
         "MySQL/MariaDB snapshot consistency: locking (Debezium's consistent view) or watermarks (lock-free, per chunk)."
     ),
+    "tidemark.airflow.connection.id": (
+        "Airflow: the id of an Airflow Connection (Postgres or MySQL type) whose host, port, login, password and "
+        "schema become database.hostname/port/user/password/dbname when the connector runs under Airflow."
+    ),
+    "tidemark.airflow.snapshot.schedule": (
+        "Airflow: a cron expression on which the connector's snapshot DAG runs an incremental snapshot "
+        "(of tidemark.airflow.snapshot.tables, default every captured table); unset: triggered by hand only."
+    ),
+    "tidemark.airflow.snapshot.tables": (
+        "Airflow: the tables (names or regular expressions) the scheduled incremental snapshots take; empty = every captured table."
+    ),
 }
 
 # --------------------------------------------------------------------------- families and prefixes

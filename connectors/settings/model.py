@@ -248,6 +248,9 @@ class RuntimeSettings(_Frozen):
     spark_master: str
     snapshot_chunk_rows: int
     snapshot_mysql_method: MySqlSnapshotMethod
+    airflow_connection_id: str | None
+    airflow_snapshot_schedule: str | None
+    airflow_snapshot_tables: tuple[str, ...] | None
     # `tidemark.spark.conf.<spark key>` → value, for the snapshot job's SparkSession
     spark_conf: Mapping[str, str] = Field(alias="spark_conf")
 

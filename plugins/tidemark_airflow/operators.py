@@ -1,0 +1,310 @@
+"""The tasks of a connector's DAGs.
+
+- `TidemarkStreamOperator`: `tidemark run` as a child process (see `execute` for why), its
+  output in the task log line by line with the connector's name, health to `_state/status`
+  every few seconds, SIGTERM to it when Airflow stops the task (it finishes the batch in flight
+  and stores the offset).
+- `TidemarkSnapshotSubmitOperator`: the initial snapshot job through `SparkSubmitOperator`.
+- `check_snapshot_request` / `send_snapshot_signal`: the snapshot DAG's form values checked
+  against the captured tables, and the `execute-snapshot` signal to the Delta signal channel.
+- `TidemarkSnapshotSensor`: defers to `triggers.NotificationTrigger` until the snapshot's
+  COMPLETED (or ABORTED: the task fails with the notification's message).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+from connectors.api import ConfigError, TidemarkError
+from connectors.settings.config import ConnectorConfig
+from tidemark_airflow.config import parse_config, runtime_config
+
+REPO = Path(__file__).resolve().parents[2]
+SNAPSHOT_JOB = REPO / "spark_jobs" / "snapshot.py"
+SNAPSHOT_TYPES = ("initial", "incremental", "blocking")
+# Aggregate types whose COMPLETED / ABORTED end each kind of snapshot.
+AGGREGATE_TYPES = {
+    "initial": ["Initial Snapshot"],
+    "incremental": ["Incremental Snapshot"],
+    "blocking": ["Blocking Snapshot", "Initial Snapshot"],
+}
+
+
+def _venv_env() -> dict[str, str]:
+    """This interpreter's bin directory first on PATH: `spark-submit` (the pyspark wheel's) and
+    `tidemark` are found whatever PATH the worker was started with."""
+    bindir = str(Path(sys.executable).parent)
+    return {"PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+class TidemarkStreamOperator(BaseOperator):
+    """Runs the connector until it stops (SIGTERM from Airflow) or, with the Param
+    `until_caught_up`, until it has caught up with the server's log position at start.
+
+    A child process rather than the engine in the task's interpreter: the engine tunes the
+    garbage collector and installs signal handlers for the whole process, leaves through
+    `os._exit` (pyarrow's I/O threads can abort interpreter finalization), and a snapshot it
+    starts runs Spark in yet another process; the child keeps all of that out of Airflow's task
+    runner, and SIGTERM reaches the engine exactly as it does under any other supervisor."""
+
+    ui_color = "#d4f1f9"
+
+    def __init__(
+        self,
+        *,
+        connector_file: str,
+        status_interval: float = 5.0,
+        stop_timeout: float = 120.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.connector_file = connector_file
+        self.status_interval = status_interval
+        self.stop_timeout = stop_timeout
+        self._proc: subprocess.Popen[str] | None = None
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        until = bool(context["params"].get("until_caught_up", False))
+        path = Path(self.connector_file)
+        with runtime_config(path) as (cfg_path, cfg):
+            cmd = [
+                sys.executable,
+                "-m",
+                "connectors.app.cli",
+                "run",
+                "--config",
+                str(cfg_path),
+                "--status-interval",
+                str(self.status_interval),
+            ]
+            if until:
+                cmd.append("--until-caught-up")
+            self.log.info("connector %s (%s): %s", cfg.name, path, " ".join(cmd[3:]))
+            self._proc = subprocess.Popen(
+                cmd,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                bufsize=1,
+                env={**os.environ, **_venv_env()},
+            )
+            errors: list[str] = []
+            assert self._proc.stdout is not None
+            for line in self._proc.stdout:
+                text = line.rstrip("\n")
+                if text.startswith(("tidemark: error:", "  hint:")):
+                    errors.append(text)
+                self.log.info("[%s] %s", cfg.name, text)
+            code = self._proc.wait()
+        if code != 0:
+            raise AirflowException(
+                f"connector {cfg.name} stopped with exit code {code}: "
+                + (" ".join(errors) or "see the log above")
+            )
+        return {"connector": cfg.name, "until_caught_up": until}
+
+    def on_kill(self) -> None:
+        """Airflow stops the task: SIGTERM, so the connector finishes its batch and stores the
+        offset; SIGKILL only if it has not stopped within `stop_timeout`."""
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            return
+        self.log.info("stopping the connector (SIGTERM to pid %d)", proc.pid)
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(self.stop_timeout)
+        except subprocess.TimeoutExpired:
+            self.log.warning("the connector did not stop within %.0fs: SIGKILL", self.stop_timeout)
+            proc.kill()
+
+
+# --------------------------------------------------------------------------- snapshots
+def _tables_text(tables: Sequence[str]) -> str:
+    return ",".join(tables)
+
+
+def snapshot_request(params: Mapping[str, Any], run_type: str, cfg: ConnectorConfig) -> dict[str, Any]:
+    """The form's values, or for a scheduled run an incremental snapshot of
+    `tidemark.airflow.snapshot.tables`."""
+    if run_type == "scheduled":
+        return {
+            "type": "incremental",
+            "tables": list(cfg.runtime.airflow_snapshot_tables or ()),
+            "additional_conditions": {},
+            "surrogate_key": None,
+        }
+    return {
+        "type": params.get("type") or "initial",
+        "tables": [str(t).strip() for t in params.get("tables") or [] if str(t).strip()],
+        "additional_conditions": dict(params.get("additional_conditions") or {}),
+        "surrogate_key": (params.get("surrogate_key") or "").strip() or None,
+    }
+
+
+def check_snapshot_request(cfg: ConnectorConfig, request: Mapping[str, Any]) -> dict[str, Any]:
+    """The request with its tables resolved to captured tables (every captured table when none
+    are named); AirflowFailException — no retry, nothing runs — when a table is not captured, a
+    condition does not parse or names other columns, or the type is unknown."""
+    from connectors.signals.catalog import TableCatalog
+    from connectors.signals.model import SignalError, SignalRecord, parse
+
+    kind = request["type"]
+    if kind not in SNAPSHOT_TYPES:
+        raise AirflowFailException(f"type {kind!r}: one of {', '.join(SNAPSHOT_TYPES)}")
+    if kind == "initial" and request.get("surrogate_key"):
+        raise AirflowFailException("surrogate_key applies to incremental and blocking snapshots only")
+    info = TableCatalog(cfg).info()
+    tables = list(request["tables"])
+    if not tables:
+        if info.tables is None:
+            raise AirflowFailException(
+                f"connector {cfg.name}: the captured tables could not be listed (the database did not answer); "
+                "name the tables"
+            )
+        tables = sorted(info.tables)
+    conditions = request.get("additional_conditions") or {}
+    unknown = [t for t in conditions if t not in tables]
+    if unknown and request["tables"]:
+        raise AirflowFailException(f"additional_conditions name tables not in tables: {', '.join(unknown)}")
+    data: dict[str, Any] = {
+        "data-collections": tables,
+        "type": "blocking" if kind == "blocking" else "incremental",
+    }
+    if conditions:
+        data["additional-conditions"] = [{"data-collection": t, "filter": c} for t, c in conditions.items()]
+    if request.get("surrogate_key"):
+        data["surrogate-key"] = request["surrogate_key"]
+    import orjson
+
+    record = SignalRecord("airflow", "execute-snapshot", orjson.dumps(data).decode(), "delta", "airflow")
+    try:
+        checked = parse(record, cfg.connector, info)
+    except SignalError as e:
+        raise AirflowFailException(f"snapshot of connector {cfg.name} refused: {e}") from None
+    resolved = list(getattr(checked, "tables", ()) or tables)
+    return {**request, "tables": resolved, "signal_data": data | {"data-collections": resolved}}
+
+
+def initial_overrides(request: Mapping[str, Any]) -> dict[str, str]:
+    """Connector properties for an initial snapshot now: `always` (a snapshot whatever is
+    stored, then the stream resumes from its stored position), of the chosen tables, with the
+    conditions as `SELECT * ... WHERE` overrides (still read in chunks)."""
+    out = {"snapshot.mode": "always"}
+    tables = request.get("tables") or []
+    if tables:
+        out["snapshot.include.collection.list"] = _tables_text(tables)
+    conditions = request.get("additional_conditions") or {}
+    if conditions:
+        out["snapshot.select.statement.overrides"] = _tables_text(list(conditions))
+        for table, cond in conditions.items():
+            out[f"snapshot.select.statement.overrides.{table}"] = f"SELECT * FROM {table} WHERE {cond}"
+    return out
+
+
+class TidemarkSnapshotSubmitOperator(SparkSubmitOperator):
+    """`spark_jobs/snapshot.py --config <private runtime file>` through the Spark provider's
+    `spark-submit` (connection `spark_default`: `local[*]` unless changed). The checked request
+    comes from the `check` task's XCom."""
+
+    def __init__(self, *, connector_file: str, request_task_id: str = "check", **kwargs: Any) -> None:
+        kwargs.setdefault("conn_id", "spark_default")
+        kwargs.setdefault("application", str(SNAPSHOT_JOB))
+        super().__init__(**kwargs)
+        self.connector_file = connector_file
+        self.request_task_id = request_task_id
+
+    def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]
+        request = context["ti"].xcom_pull(task_ids=self.request_task_id)
+        since = int(time.time() * 1000)
+        with runtime_config(Path(self.connector_file), initial_overrides(request)) as (cfg_path, cfg):
+            self.application_args = ["--config", str(cfg_path), "--log-level", "INFO"]
+            self.name = f"tidemark-snapshot-{cfg.name}"
+            self.conf = {
+                **(self.conf or {}),
+                "spark.pyspark.python": sys.executable,
+                "spark.pyspark.driver.python": sys.executable,
+            }
+            self.env_vars = {**(self.env_vars or {}), **_venv_env(), "PYTHONPATH": str(REPO)}
+            self._hook = None  # built from the values above
+            super().execute(context)
+        return {
+            "since_ms": since,
+            "aggregate_types": AGGREGATE_TYPES["initial"],
+            "id": None,
+            "signal_id": None,
+        }
+
+
+def send_snapshot_signal(cfg: ConnectorConfig, request: Mapping[str, Any]) -> dict[str, Any]:
+    """Append the `execute-snapshot` signal to `<warehouse>/_state/signals`; returns what the
+    sensor matches: the signal's id (the snapshot's correlation id)."""
+    from connectors.signals.tables import send_delta_signal
+
+    since = int(time.time() * 1000)
+    sid = send_delta_signal(cfg.warehouse, cfg.name, "execute-snapshot", request["signal_data"])
+    return {
+        "since_ms": since,
+        "aggregate_types": AGGREGATE_TYPES[request["type"]],
+        "id": sid,
+        "signal_id": sid,
+    }
+
+
+class TidemarkSnapshotSensor(BaseOperator):
+    """Defers until the snapshot that the upstream task started has ended (see the trigger)."""
+
+    ui_color = "#f0e4ec"
+
+    def __init__(
+        self,
+        *,
+        connector_file: str,
+        start_task_ids: Sequence[str],
+        timeout: timedelta = timedelta(hours=24),
+        poll_interval: float = 2.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.connector_file = connector_file
+        self.start_task_ids = list(start_task_ids)
+        self.wait_timeout = timeout
+        self.poll_interval = poll_interval
+
+    def execute(self, context: Any) -> None:
+        from tidemark_airflow.triggers import NotificationTrigger
+
+        pulled = context["ti"].xcom_pull(task_ids=self.start_task_ids)
+        starts = [x for x in (pulled if isinstance(pulled, list) else [pulled]) if x]
+        if not starts:
+            raise AirflowException(f"none of {self.start_task_ids} started a snapshot")
+        cfg = parse_config(Path(self.connector_file))
+        self.defer(
+            trigger=NotificationTrigger(str(cfg.warehouse), cfg.name, dict(starts[0]), self.poll_interval),
+            method_name="execute_complete",
+            timeout=self.wait_timeout,
+        )
+
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
+        if event.get("status") != "success":
+            raise AirflowException(f"snapshot failed: {event.get('message')}")
+        self.log.info("snapshot ended: %s", event.get("message"))
+        return event
+
+
+def config_or_fail(connector_file: str) -> ConnectorConfig:
+    try:
+        return parse_config(Path(connector_file))
+    except (ConfigError, TidemarkError) as e:
+        raise AirflowFailException(e.message) from None
