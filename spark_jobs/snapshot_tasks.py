@@ -114,18 +114,19 @@ def write_chunk(spec: ChunkSpec, pieces: Iterable[pa.Table]) -> ChunkResult:
                     )
                 writer.write_table(piece.drop_columns(["collection"]))
             if kafka is not None or jsonl is not None:
-                keys, values = kafka_bytes(piece)
                 topic = piece["topic"][0].as_py()
-                if kafka is not None:
-                    kafka.send_serialized(
-                        topic,
-                        keys.cast(pa.binary()).to_pylist(),
-                        values.cast(pa.binary()).to_pylist(),
-                        spec.headers,
-                        wait=False,  # one wait for the whole chunk, below
-                    )
-                if jsonl is not None:
-                    _write_string_data(jsonl, jsonl_lines(topic, keys, values))
+            if kafka is not None:
+                keys, values = kafka_bytes(piece)
+                kafka.send_serialized(
+                    topic,
+                    keys.cast(pa.binary()).to_pylist(),
+                    values.cast(pa.binary()).to_pylist(),
+                    spec.headers,
+                    wait=False,  # one wait for the whole chunk, below
+                )
+                del keys, values
+            if jsonl is not None:
+                _write_string_data(jsonl, jsonl_lines(topic, piece))
         if kafka is not None:
             kafka.flush()  # the chunk counts as done only once the broker holds all of it
     finally:
@@ -134,8 +135,9 @@ def write_chunk(spec: ChunkSpec, pieces: Iterable[pa.Table]) -> ChunkResult:
         if kafka is not None:
             kafka.close()
         if jsonl is not None:
-            jsonl.flush()
-            os.fsync(jsonl.fileno())
+            # No fsync: the part is only read back by the driver (through the page cache) and
+            # deleted once appended, and the driver fsyncs the output file it appends to. A lost
+            # part (a crash) means a chunk not committed, which is read again.
             jsonl.close()
     if writer is not None:
         full = Path(spec.delta_uri or "") / delta_path

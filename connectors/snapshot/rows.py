@@ -123,38 +123,61 @@ def _value_or_column(a: pa.Array) -> Any:
     return _plain(a)
 
 
-def kafka_bytes(rows: pa.Table) -> tuple[pa.Array, pa.Array]:
-    """(key bytes, value bytes) per row of a snapshot chunk's change-log rows, as the Kafka sink
-    sends them (JsonConverter form): the same splice as `sinks.delta.kafka_key/kafka_value`."""
-    join = pc.binary_join_element_wise
+def _kafka_parts(rows: pa.Table) -> tuple[list[Any], list[Any]]:
+    """The pieces whose element-wise concatenation is each row's Kafka key / value bytes
+    (JsonConverter form, as `sinks.delta.kafka_key/kafka_value` rebuild them): scalars for what
+    every row shares, columns for the rest. Spliced in one pass each, no intermediate copies
+    (the value is ~3.5 kB a row with its schema: every pass over it costs)."""
     key = rows["key"].combine_chunks()
     ks_col, vs_col = rows["key_schema"].combine_chunks(), rows["value_schema"].combine_chunks()
     ks, vs = _value_or_column(ks_col), _value_or_column(vs_col)
     if key.null_count == len(key) or ks_col.null_count == len(ks_col):
-        keys = key
+        key_parts: list[Any] = [key]
     else:
-        keys = join('{"schema":', ks, ',"payload":', key, "}", "")
+        key_parts = ['{"schema":', ks, ',"payload":', key, "}"]
     first = rows.slice(0, 1).to_pylist()[0] if rows.num_rows else {}
     tail = (
         f',"transaction":null,"op":"r","ts_ms":{first.get("ts_ms")},"ts_us":{first.get("ts_us")},'
         f'"ts_ns":{first.get("ts_ns")}}}'
     )
-    body = join(
+    body = [
         '{"before":null,"after":',
         rows["after"].combine_chunks(),
         ',"source":',
         _plain(rows["source"].combine_chunks()),
         tail,
+    ]
+    if vs_col.null_count == len(vs_col):
+        return key_parts, body
+    return key_parts, ['{"schema":', vs, ',"payload":', *body, "}"]
+
+
+def _splice(parts: list[Any]) -> pa.Array:
+    if len(parts) == 1:
+        return parts[0]
+    return pc.binary_join_element_wise(*parts, "")
+
+
+def kafka_bytes(rows: pa.Table) -> tuple[pa.Array, pa.Array]:
+    """(key bytes, value bytes) per row of a snapshot chunk's change-log rows, as the Kafka sink
+    sends them (JsonConverter form): the same splice as `sinks.delta.kafka_key/kafka_value`."""
+    key_parts, value_parts = _kafka_parts(rows)
+    return _splice(key_parts), _splice(value_parts)
+
+
+def jsonl_lines(topic: str, rows: pa.Table) -> pa.Array:
+    """The jsonl sink's lines (`{"topic":..,"key":..,"value":..}` + newline) of a chunk's
+    change-log rows, spliced in one pass from the same pieces as `kafka_bytes` (a keyless
+    table's null key is written `null`)."""
+    key_parts, value_parts = _kafka_parts(rows)
+    head = '{"topic":' + orjson.dumps(topic).decode() + ',"key":'
+    return pc.binary_join_element_wise(
+        head,
+        *key_parts,
+        ',"value":',
+        *value_parts,
+        "}\n",
         "",
+        null_handling="replace",
+        null_replacement="null",
     )
-    values = (
-        body if vs_col.null_count == len(vs_col) else join('{"schema":', vs, ',"payload":', body, "}", "")
-    )
-    return keys, values
-
-
-def jsonl_lines(topic: str, keys: pa.Array, values: pa.Array) -> pa.Array:
-    """The jsonl sink's lines (`{"topic":..,"key":..,"value":..}` + newline) of a chunk."""
-    head = b'{"topic":' + orjson.dumps(topic) + b',"key":'
-    k = pc.fill_null(keys.cast(pa.string()), "null")
-    return pc.binary_join_element_wise(head.decode(), k, ',"value":', values.cast(pa.string()), "}\n", "")
