@@ -188,7 +188,15 @@ def maintenance_dag(cf: ConnectorFile) -> DAG:
         description=f"Delta OPTIMIZE/VACUUM and log-retention checks of connector {cf.cfg.name}",
         schedule="@daily",
         **COMMON,
-        params={"retention_hours": Param(168, type="integer", minimum=0, description="VACUUM retention")},
+        params={
+            "retention_hours": Param(
+                168,
+                type="integer",
+                minimum=0,
+                description="VACUUM removes files unreferenced for this long; below 168 only while the "
+                "connector and snapshots are stopped (a running writer may still need newer ones)",
+            )
+        },
     ) as dag:
 
         @task(task_id="compact_and_vacuum")

@@ -6,7 +6,8 @@ Retention checks fail *before* the stored position is lost, with what to do:
   (past `max_slot_wal_keep_size`), or the WAL it retains has used `RETENTION_FRACTION` of what
   the server will keep (`safe_wal_size`); an inactive slot is reported with the WAL it holds.
 - MySQL/MariaDB: the stored binlog file is no longer on the server (purged), or it is the oldest
-  one left and its events are older than `RETENTION_FRACTION` of the server's binlog expiry.
+  one left, no longer written (only rotated files expire), and the stored position's events are
+  older than `RETENTION_FRACTION` of the server's binlog expiry.
 """
 
 from __future__ import annotations
@@ -67,7 +68,11 @@ def compact_and_vacuum(cfg: ConnectorConfig, retention_hours: int = 168) -> dict
         metrics = dt.optimize.compact()
         entry["files_added"] = metrics.get("numFilesAdded", 0)
         entry["files_removed"] = metrics.get("numFilesRemoved", 0)
-        entry["vacuumed"] = len(dt.vacuum(retention_hours=retention_hours, dry_run=False))
+        # `retention_hours` is the DAG's explicit choice (default 168, Delta's own minimum): a
+        # shorter one is honoured rather than refused by deltalake's check (see the Param's help).
+        entry["vacuumed"] = len(
+            dt.vacuum(retention_hours=retention_hours, dry_run=False, enforce_retention_duration=False)
+        )
         dt.create_checkpoint()
         entry["version_after"] = dt.version()
         report[label] = entry
@@ -168,16 +173,26 @@ def check_mysql_binlog(cfg: ConnectorConfig) -> dict[str, Any]:
             "run `tidemark offsets reset` and snapshot the tables again"
         )
     ts = offset.get("ts_sec")
-    if expiry_s and ts and stored == files[0]:
+    # Only a file the server has rotated away from can expire: the one being written (the newest)
+    # is never purged, however old the stored position in it is (a quiet database).
+    if expiry_s and ts and stored == files[0] and stored != files[-1]:
         age = time.time() - float(ts)
         out["age_s"] = age
         if age >= RETENTION_FRACTION * expiry_s:
             raise RetentionError(
-                f"connector {cfg.name}: the stored position ({stored}) is {age / 3600:.1f} h old and its file "
-                f"is the oldest binlog; the server purges binlogs after {expiry_s / 3600:.1f} h: start the "
+                f"connector {cfg.name}: the stored position ({stored}) is {_duration(age)} old and its file "
+                f"is the oldest binlog; the server purges binlogs after {_duration(expiry_s)}: start the "
                 "stream DAG now or raise binlog_expire_logs_seconds"
             )
     return out
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def check_retention(cfg: ConnectorConfig) -> dict[str, Any]:

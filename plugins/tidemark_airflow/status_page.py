@@ -219,6 +219,8 @@ canvas{border:1px solid #eee}small{color:#666}
 <script>
 const esc = s => String(s ?? "").replace(/[&<>"']/g, c => ({"&":"&amp;","<":"&lt;",">":"&gt;",'"':"&quot;","'":"&#39;"}[c]));
 async function j(url, opts) { const r = await fetch(url, Object.assign({credentials: "same-origin"}, opts));
+  if (r.status === 401) {  // not logged in (or the token expired): Airflow's login, then back here
+    location.assign(new URL("../auth/login?next=" + encodeURIComponent(location.pathname), location)); }
   const body = await r.json(); if (!r.ok) throw new Error(body.detail || r.statusText); return body; }
 function chart(canvas, hist) {
   const g = canvas.getContext("2d"), w = canvas.width, h = canvas.height; g.clearRect(0, 0, w, h);
