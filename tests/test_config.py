@@ -739,6 +739,7 @@ def test_snapshot_signal_notification_keys_not_yet(tmp_path: Path) -> None:
     extra = (
         "debezium.source.snapshot.fetch.size=100\n"
         "debezium.source.incremental.snapshot.chunk.size=512\n"
+        "debezium.source.incremental.snapshot.allow.schema.changes=true\n"
         "debezium.source.snapshot.select.statement.overrides.public.c=SELECT * FROM public.c\n"
         "debezium.source.signal.data.collection=public.signals\n"
         "debezium.source.signal.consumer.security.protocol=SSL\n"
@@ -752,12 +753,13 @@ def test_snapshot_signal_notification_keys_not_yet(tmp_path: Path) -> None:
         ignoring.startswith("ignoring properties") and "tasks.max" in ignoring and "snapshot" not in ignoring
     )
     assert later.startswith("accepted but not used yet: ")
-    # PostgreSQL's initial snapshots read snapshot.fetch.size and the overrides; incremental ones are to come
+    # PostgreSQL's snapshots read snapshot.fetch.size, the overrides and the incremental chunk size;
+    # incremental.snapshot.allow.schema.changes is not acted on yet
     assert (
-        "debezium.source.incremental.snapshot.chunk.size (they take effect once snapshots are available in "
-        "Tidemark)"
+        "debezium.source.incremental.snapshot.allow.schema.changes (they take effect once snapshots are "
+        "available in Tidemark)"
     ) in later
-    assert "snapshot.fetch.size" not in later and "overrides" not in later
+    assert "snapshot.fetch.size" not in later and "overrides" not in later and "chunk.size" not in later
     # signals and notifications are read now (connectors/signals/)
     assert "signal." not in later and "notification." not in later
     assert cfg.origin.properties["snapshot.fetch.size"] == 100

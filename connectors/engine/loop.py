@@ -22,6 +22,7 @@ from connectors.engine.metrics import Metrics
 
 if TYPE_CHECKING:
     from connectors.signals.processor import SignalProcessor
+    from connectors.snapshot.incremental import IncrementalSnapshots
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,7 @@ class Engine:
         offsets_flush_s: float = 1.0,
         metrics: Metrics | None = None,
         signals: SignalProcessor | None = None,
+        incremental: IncrementalSnapshots | None = None,
     ) -> None:
         self._source_factory = source_factory
         self.sinks = sinks
@@ -89,6 +91,9 @@ class Engine:
         self.signals = signals
         if signals is not None:
             signals.current_offset = lambda: self.stats.last_offset
+        # Incremental snapshots: the engine emits each chunk at its close watermark
+        # (snapshot/incremental.py); a chunk reader thread of its own reads them.
+        self.incremental = incremental
 
     # ------------------------------------------------------------------ resume point
     def _durable(self) -> tuple[int, dict[str, Any] | None, dict[int, tuple]]:
@@ -129,7 +134,7 @@ class Engine:
                 log.info(
                     "sink %s already holds changes up to %s; skipping them on replay",
                     self.sinks[i].name,
-                    own[1],
+                    _strip(own[1]),
                 )
         return max_seq + 1, start, skips
 
@@ -150,11 +155,15 @@ class Engine:
         tune_gc()
         if self.signals is None:
             return self._run_with_retries()
+        if self.incremental is not None:
+            self.incremental.start()
         self.signals.start()
         try:
             return self._run_with_retries()
         finally:
             self.signals.stop()
+            if self.incremental is not None:
+                self.incremental.close()
 
     def _run_with_retries(self) -> RunStats:
         attempt = 0
@@ -195,6 +204,9 @@ class Engine:
         Batch k is stored and acknowledged only after its write has returned, in order; at
         most two batches are in memory. Other batches are settled as soon as they are written."""
         seq, start, skips = self._durable()
+        # The incremental snapshot's state rides in the offsets; the source never sees it.
+        start = self.incremental.restore(start) if self.incremental is not None else _strip(start)
+        incremental = self.incremental
         source = self._source_factory()
         self._source = source
         self._ack_due: dict[str, Any] | None = None
@@ -202,13 +214,14 @@ class Engine:
         # a sink needs the table; a source whose acknowledge() is thread-safe is acknowledged
         # from there too, so an idle stream still confirms its last batch (PostgreSQL: the slot
         # moves on and a fast shutdown of the server is not held up).
+        ack: Callable[[dict[str, Any]], None] = (
+            source.acknowledge if getattr(source, "acknowledge_thread_safe", False) else self._defer_ack
+        )
+        if incremental is not None:
+            incremental.needs_store = self._needs_store
+            ack = incremental.when_stored(ack)
         flusher = (
-            OffsetFlusher(
-                self.offsets,
-                self.offsets_flush_s,
-                source.acknowledge if getattr(source, "acknowledge_thread_safe", False) else self._defer_ack,
-                on_error=source.stop,
-            )
+            OffsetFlusher(self.offsets, self.offsets_flush_s, ack, on_error=source.stop)
             if self._needs_store
             else None
         )
@@ -227,6 +240,8 @@ class Engine:
                 for batch in self._coalesced(source.batches()):
                     batch.seq = seq
                     seq += 1
+                    if incremental is not None and incremental.active:
+                        incremental.process(batch)
                     if inflight is not None:
                         self._settle(source, *inflight)
                     inflight = (batch, pool.submit(self._deliver, batch, skips))
@@ -281,6 +296,8 @@ class Engine:
         """Wait until every sink holds `batch` (re-raising a sink's error), then acknowledge it
         to the source — after the offset flusher stored it, when an offset table is needed."""
         fut.result()
+        if self.incremental is not None:
+            self.incremental.settled(batch)
         due, self._ack_due = self._ack_due, None
         if due is not None:
             source.acknowledge(due)
@@ -342,6 +359,12 @@ class Engine:
                 )
             if kept:
                 sink.write(Batch(kept, batch.offset, batch.seq, batch.extra))
+
+
+def _strip(offset: dict[str, Any] | None) -> dict[str, Any] | None:
+    from connectors.snapshot.incremental import strip
+
+    return strip(offset)
 
 
 def close_all(sinks: list[Sink]) -> None:

@@ -31,6 +31,12 @@ def build_engine(
 
     # Before the sinks: a signal/notification setting that is wrong fails before anything opens.
     signals = SignalProcessor.from_config(cfg)
+    incremental = None
+    if signals is not None:
+        from connectors.snapshot.incremental import build
+
+        incremental = build(cfg, signals.notifier, signals.settings.data_collection)
+        incremental.register(signals.handlers)
     sinks = build_sinks(cfg)
     _check_storage(cfg, sinks)
     return Engine(
@@ -42,6 +48,7 @@ def build_engine(
         commit_max_events=cfg.runtime.commit_max_events,
         offsets_flush_s=cfg.runtime.offsets_flush_interval_ms / 1000,
         signals=signals,
+        incremental=incremental,
     )
 
 

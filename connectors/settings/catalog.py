@@ -664,10 +664,12 @@ _SNAPSHOT_KEYS = re.compile(
 # Signals and notifications (connectors/signals/): every key, and signal.consumer.* (the kafka
 # signal channel's consumer settings).
 _SIGNAL_KEYS = r"|signal\..+|notification\.(enabled\.channels|sink\.topic\.name)"
+# Incremental snapshots (connectors/snapshot/incremental*.py); allow.schema.changes is not acted on yet.
+_INCREMENTAL_KEYS = r"|incremental\.snapshot\.(chunk\.size|watermarking\.strategy)"
 IMPLEMENTED: dict[Connector, re.Pattern[str]] = {
-    "postgres": re.compile(_SNAPSHOT_KEYS.pattern + _SIGNAL_KEYS),
-    "mysql": re.compile(_SNAPSHOT_KEYS.pattern + _SIGNAL_KEYS),
-    "mariadb": re.compile(_SNAPSHOT_KEYS.pattern + _SIGNAL_KEYS),
+    "postgres": re.compile(_SNAPSHOT_KEYS.pattern + _SIGNAL_KEYS + _INCREMENTAL_KEYS),
+    "mysql": re.compile(_SNAPSHOT_KEYS.pattern + _SIGNAL_KEYS + _INCREMENTAL_KEYS),
+    "mariadb": re.compile(_SNAPSHOT_KEYS.pattern + _SIGNAL_KEYS + _INCREMENTAL_KEYS),
 }
 """Keys NOT_YET matches that a connector already acts on (its snapshot settings, signals and
 notifications)."""

@@ -10,8 +10,10 @@ acknowledged, then the processor thread is woken to act on it.
 What a signal does is up to the handler registered for its type (`Handlers`). Built in: `log`
 logs its message (Debezium's Log action: the first `{}` becomes the current offset). The
 snapshot and repositioning signals are checked, journaled and refused with an error
-notification saying they are not available yet; the incremental/blocking snapshot work
-registers real handlers for them (`Handlers.register`).
+notification saying they are not available yet, unless real handlers are registered
+(`Handlers.register`): the engine's wiring registers the incremental snapshot's
+(`snapshot/incremental.py`: execute-snapshot, stop-, pause-, resume-snapshot); blocking snapshots
+and set-binlog-position stay refused.
 """
 
 from __future__ import annotations

@@ -1,0 +1,658 @@
+"""Incremental snapshots (DBLog, as Debezium 3.6): the controller the engine and the signal
+handlers share.
+
+The engine hands every batch to `process` while a snapshot runs (`active`; one attribute check
+per batch otherwise). In the batch's records, in stream order, it finds the current chunk's
+watermarks (rows of the signal table: `<chunk>-open` inserted, then `<chunk>-close` inserted
+— insert_insert — or `<chunk>-open` deleted — insert_delete), collects between them the keys of
+every change event of the snapshotted tables, and at the close watermark takes the chunk from the
+staging table (written by the reader, `incremental_read.py`, before it wrote the close), drops
+the rows whose key changed inside the window and puts the rest into the batch right after the
+close watermark, as `op: r` events with `source.snapshot: incremental`.
+
+Progress is kept where Debezium keeps it, in the offsets: every batch's offset carries the
+snapshot's state after that batch (`incremental_snapshot_collections`, `_primary_key` (last key
+read), `_maximum_key`, `_correlation_id`, and Tidemark's `incremental_snapshot_tidemark`: chunk
+number, the open window's keys, paused, the snapshot signals applied). The state and the rows a
+close watermark released are in the same batch, so a sink that stores the batch stores both; a
+restart resumes with the state of the offset it resumes from and replays the same log, so it
+emits the same rows at the same places (staged chunks are found again by their number); a chunk
+whose rows were not staged before a crash is read again.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import orjson
+
+from connectors.api import Batch, Record
+from connectors.format.tableschema import TableSchema
+from connectors.settings.config import ConnectorConfig
+from connectors.signals.model import (
+    EXECUTE_SNAPSHOT,
+    PAUSE_SNAPSHOT,
+    RESUME_SNAPSHOT,
+    STOP_SNAPSHOT,
+    ExecuteSnapshot,
+    Request,
+    SignalError,
+    SignalRecord,
+    StopSnapshot,
+)
+from connectors.signals.notify import Notifier
+from connectors.signals.processor import Handlers
+from connectors.snapshot.incremental_read import WINDOW_CLOSE, WINDOW_OPEN, ChunkReader, ChunkSource
+from connectors.snapshot.incremental_staging import ChunkMeta, StagedChunk, Staging
+
+log = logging.getLogger(__name__)
+
+PREFIX = "incremental_snapshot_"
+DURABLE_WAIT_S = 30.0  # how long a snapshot signal waits for its effect to be stored with a batch
+
+
+def strip(offset: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The offset without the incremental snapshot's keys (what the source resumes from)."""
+    if not offset or not any(k.startswith(PREFIX) for k in offset):
+        return offset
+    return {k: v for k, v in offset.items() if not k.startswith(PREFIX)}
+
+
+@dataclass
+class Progress:
+    snapshot_id: str
+    correlation_id: str | None
+    collections: list[dict[str, Any]]  # to go, the current first: {"id", "condition", "surrogate_key"}
+    max_key: list[Any] | None = None
+    last_key: list[Any] | None = None
+    table_rows: int = 0
+    chunk_seq: int = 0
+    window_open: bool = False
+    window_keys: list[list[str]] = field(default_factory=list)  # [table, dedup] seen in the window
+    paused: bool = False
+    signals: list[str] = field(default_factory=list)  # keys of the snapshot signals applied
+
+    @property
+    def chunk_id(self) -> str:
+        return f"{self.snapshot_id}-{self.chunk_seq}"
+
+    @property
+    def tables(self) -> list[str]:
+        return [c["id"] for c in self.collections]
+
+    def advance(self, meta: ChunkMeta) -> None:
+        """The progress once chunk `chunk_seq` (`meta`: what reading it found) is emitted."""
+        if meta.completed:
+            self.collections = [c for c in self.collections if c["id"] not in meta.completed]
+        if meta.table is not None and self.collections and self.collections[0]["id"] == meta.table:
+            self.max_key, self.last_key, self.table_rows = meta.max_key, meta.last_key, meta.table_rows
+        else:  # (its table was stopped meanwhile)
+            self.max_key, self.last_key, self.table_rows = None, None, 0
+        self.chunk_seq += 1
+        self.window_open, self.window_keys = False, []
+
+    def copy(self) -> Progress:
+        return replace(
+            self,
+            collections=[dict(c) for c in self.collections],
+            window_keys=list(self.window_keys),
+            signals=list(self.signals),
+        )
+
+    def to_offset(self) -> dict[str, Any]:
+        def dumps(v: Any) -> str:
+            return orjson.dumps(v).decode()
+
+        collections = [
+            {
+                "incremental_snapshot_collections_id": c["id"],
+                "incremental_snapshot_collections_additional_condition": c.get("condition"),
+                "incremental_snapshot_collections_surrogate_key": c.get("surrogate_key"),
+            }
+            for c in self.collections
+        ]
+        own = {
+            "snapshot_id": self.snapshot_id,
+            "table_rows": self.table_rows,
+            "chunk_seq": self.chunk_seq,
+            "window_open": self.window_open,
+            "window_keys": self.window_keys,
+            "paused": self.paused,
+            "signals": self.signals,
+        }
+        return {
+            f"{PREFIX}collections": dumps(collections),
+            f"{PREFIX}primary_key": dumps(self.last_key),
+            f"{PREFIX}maximum_key": dumps(self.max_key),
+            f"{PREFIX}correlation_id": self.correlation_id,
+            f"{PREFIX}tidemark": dumps(own),
+        }
+
+    @classmethod
+    def from_offset(cls, offset: Mapping[str, Any] | None) -> Progress | None:
+        if not offset or f"{PREFIX}tidemark" not in offset:
+            return None
+        own = orjson.loads(offset[f"{PREFIX}tidemark"])
+        collections = [
+            {
+                "id": c["incremental_snapshot_collections_id"],
+                "condition": c.get("incremental_snapshot_collections_additional_condition"),
+                "surrogate_key": c.get("incremental_snapshot_collections_surrogate_key"),
+            }
+            for c in orjson.loads(offset[f"{PREFIX}collections"])
+        ]
+        return cls(
+            own["snapshot_id"],
+            offset.get(f"{PREFIX}correlation_id"),
+            collections,
+            orjson.loads(offset[f"{PREFIX}maximum_key"]),
+            orjson.loads(offset[f"{PREFIX}primary_key"]),
+            int(own.get("table_rows", 0)),
+            int(own["chunk_seq"]),
+            bool(own.get("window_open")),
+            [list(k) for k in own.get("window_keys", [])],
+            bool(own.get("paused")),
+            list(own.get("signals", [])),
+        )
+
+
+def _values(v: Any) -> list[Any] | None:
+    return list(v.values()) if isinstance(v, dict) else None
+
+
+class IncrementalSnapshots:
+    """The controller: engine side (`active`, `restore`, `process`, `settled`), reader side
+    (`next_work`, `attempted`, `publish`) and the snapshot signals' handlers (`register`)."""
+
+    def __init__(
+        self,
+        cfg: ConnectorConfig,
+        notifier: Notifier,
+        factory: Callable[[], ChunkSource],
+        signal_table: str | None,
+    ) -> None:
+        props = cfg.origin.properties
+        self.cfg = cfg
+        self.notifier = notifier
+        self.factory = factory
+        self.signal_table = signal_table
+        self.staging = Staging(cfg.warehouse, cfg.name)
+        self.strategy = str(
+            props.get("incremental.snapshot.watermarking.strategy") or "insert_insert"
+        ).lower()
+        self.chunk_size = int(props.get("incremental.snapshot.chunk.size") or 1024)
+        self.reader = ChunkReader(
+            self, factory, self.staging, chunk_size=self.chunk_size, strategy=self.strategy
+        )
+        self._cond = threading.Condition()
+        self.progress: Progress | None = None
+        self.active = False  # the engine calls `process` only while this is set
+        self._gen = 0  # bumped by every change the stream must store (signals, restores)
+        self._committed_gen = 0  # ... and that every sink holds (and the offsets table, if used)
+        self.needs_store = False  # a sink keeps no offsets: the offsets table must hold a change too
+        self._gen_of: dict[int, tuple[dict[str, Any], int]] = {}  # offered offset → its gen
+        self._attempted: tuple[str, int, int] | None = None
+        self._closed = False
+        self._schemas: dict[str, TableSchema] = {}
+        self.emitted = 0  # snapshot records emitted by this process
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        self._closed = False
+        self.reader.start()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self.reader.join(30.0)
+
+    def register(self, handlers: Handlers) -> None:
+        handlers.register(EXECUTE_SNAPSHOT, _Handler(self.execute))
+        handlers.register(STOP_SNAPSHOT, _Handler(self.stop))
+        handlers.register(PAUSE_SNAPSHOT, _Handler(self.pause))
+        handlers.register(RESUME_SNAPSHOT, _Handler(self.resume))
+
+    # ------------------------------------------------------------------ engine side
+    def restore(self, offset: dict[str, Any] | None) -> dict[str, Any] | None:
+        """Take the snapshot state stored with the offset the stream resumes from; returns the
+        offset for the source (without that state)."""
+        p = Progress.from_offset(offset)
+        with self._cond:
+            self.progress = p
+            self._gen += 1
+            self.active = True  # the first batch says what the state is
+            self._cond.notify_all()
+        if p is not None:
+            log.info(
+                "incremental snapshot %s in progress: %s to go, next chunk %d%s",
+                p.snapshot_id,
+                ", ".join(p.tables),
+                p.chunk_seq,
+                " (paused)" if p.paused else "",
+            )
+        return strip(offset)
+
+    def process(self, batch: Batch) -> None:
+        """Watermarks, window keys and the chunk's rows in `batch`; the state into its offset."""
+        with self._cond:
+            p = self.progress
+            if p is not None:
+                out = self._scan(batch.records, p)
+                if out is not None:
+                    batch.records = out
+            p = self.progress
+            batch.offset = {**batch.offset, **p.to_offset()} if p is not None else dict(batch.offset)
+            batch.extra["incremental_gen"] = self._gen
+            if self.needs_store:
+                self._gen_of[id(batch.offset)] = (batch.offset, self._gen)
+            self.active = p is not None
+
+    def settled(self, batch: Batch) -> None:
+        """Every sink holds `batch`."""
+        gen = batch.extra.get("incremental_gen")
+        if gen is not None and not self.needs_store:
+            self._stored_gen(gen)
+
+    def when_stored(self, ack: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+        """`ack` (what the offset flusher calls once it stored an offset), also noting which
+        changes are now stored in the offsets table."""
+
+        def stored(offset: dict[str, Any]) -> None:
+            ack(offset)
+            if self._gen_of:
+                with self._cond:
+                    entry = self._gen_of.get(id(offset))
+                    if entry is None or entry[0] is not offset:
+                        return
+                    gen = entry[1]
+                    self._gen_of = {k: v for k, v in self._gen_of.items() if v[1] > gen}
+                self._stored_gen(gen)
+
+        return stored
+
+    def _stored_gen(self, gen: int) -> None:
+        if gen > self._committed_gen:
+            with self._cond:
+                self._committed_gen = max(self._committed_gen, gen)
+                self._cond.notify_all()
+
+    def _scan(self, records: list[Record], p: Progress) -> list[Record] | None:
+        """The batch's records with the chunks released in it (None: unchanged)."""
+        sig = self.signal_table
+        seen = {(t, k) for t, k in p.window_keys} if p.window_open else set()
+        watched, surrogates = self._watched(p)
+        out: list[Record] | None = None
+        for i, r in enumerate(records):
+            c = r.collection
+            released: list[Record] | None = None
+            if c is None:
+                pass
+            elif c == sig:
+                mark = self._watermark(r)
+                if mark is not None and p.window_open is False and mark == ("open", f"{p.chunk_id}-open"):
+                    p.window_open, seen = True, set()
+                elif mark is not None and mark == ("close", p.chunk_id):
+                    p.window_keys = [list(k) for k in seen]
+                    released = self._close(r, p)
+                    if self.progress is None:
+                        out = out if out is not None else records[:i]
+                        out.append(r)
+                        out.extend(released)
+                        out.extend(records[i + 1 :])
+                        return out
+                    seen = set()
+                    watched, surrogates = self._watched(p)
+            elif p.window_open and c in watched:
+                if r.key is not None:
+                    seen.add((c, orjson.dumps(r.key).decode()))
+                elif surrogates.get(c):
+                    col = surrogates[c]
+                    for img in (r.value or {}).get("before"), (r.value or {}).get("after"):
+                        if isinstance(img, dict):
+                            seen.add((c, orjson.dumps(img.get(col)).decode()))
+            if released:
+                out = out if out is not None else records[:i]
+                out.append(r)
+                out.extend(released)
+            elif out is not None:
+                out.append(r)
+        if p.window_open:
+            p.window_keys = [list(k) for k in seen]
+        return out
+
+    @staticmethod
+    def _watched(p: Progress) -> tuple[set[str], dict[str, str | None]]:
+        return set(p.tables), {c["id"]: c.get("surrogate_key") for c in p.collections}
+
+    def _watermark(self, r: Record) -> tuple[str, str] | None:
+        """("open" | "close", chunk id or open id) when `r` is a watermark of the signal table."""
+        v = r.value
+        if not isinstance(v, dict):
+            return None
+        op = v.get("op")
+        if op == "c":
+            vals = _values(v.get("after"))
+            if not vals or len(vals) < 2:
+                return None
+            sid, kind = str(vals[0]), vals[1]
+            if kind == WINDOW_OPEN:
+                return "open", sid
+            if kind == WINDOW_CLOSE and sid.endswith("-close"):
+                return "close", sid[: -len("-close")]
+        elif op == "d":
+            vals = _values(v.get("before"))
+            # insert_delete closes the window by deleting the open row
+            if vals and isinstance(vals[0], str) and vals[0].endswith("-open"):
+                return "close", vals[0][: -len("-open")]
+        return None
+
+    def _close(self, watermark: Record, p: Progress) -> list[Record]:
+        """The chunk's rows to emit at its close watermark; moves the progress on."""
+        staged = self.staging.read(p.chunk_id)
+        if staged is None:
+            # Nothing staged (cannot happen: the reader stages before it closes): read it again.
+            log.error(
+                "incremental snapshot: chunk %s was closed but not staged; reading it again", p.chunk_id
+            )
+            p.chunk_seq += 1
+            p.window_open, p.window_keys = False, []
+            self._cond.notify_all()
+            return []
+        meta = staged.meta
+        dropped = {k for t, k in p.window_keys if t == meta.table}
+        records = self._records(watermark, staged, dropped) if meta.table in p.tables else []
+        p.advance(meta)
+        if not p.collections:
+            log.info("incremental snapshot %s completed", p.snapshot_id)
+            self.progress = None
+        log.debug(
+            "incremental snapshot chunk of %s: %d rows, %d changed in the window",
+            meta.table,
+            len(records),
+            len(staged.afters) - len(records),
+        )
+        self.emitted += len(records)
+        self._cond.notify_all()
+        return records
+
+    def _records(self, watermark: Record, staged: StagedChunk, dropped: set[str]) -> list[Record]:
+        table = staged.meta.table
+        assert table is not None
+        ts = self._schema(table)
+        if ts is None:
+            log.error("incremental snapshot: no schema for %s; its chunk is not emitted", table)
+            return []
+        base = dict((watermark.value or {}).get("source") or {})
+        ns = time.time_ns()
+        ns_part, _, name = table.partition(".")
+        base.update(
+            {
+                "ts_ms": ns // 1_000_000,
+                "ts_us": ns // 1000,
+                "ts_ns": ns,
+                "snapshot": "incremental",
+                "table": name,
+            }
+        )
+        if "schema" in base:  # PostgreSQL
+            base["schema"] = ns_part
+        else:
+            base["db"] = ns_part
+        loads = orjson.loads
+        out = []
+        for k, a, d in zip(staged.keys, staged.afters, staged.dedup, strict=True):
+            if d in dropped:
+                continue
+            value = {
+                "before": None,
+                "after": loads(a),
+                "source": base,
+                "transaction": None,
+                "op": "r",
+                "ts_ms": ns // 1_000_000,
+                "ts_us": ns // 1000,
+                "ts_ns": ns,
+            }
+            out.append(
+                Record(
+                    ts.topic,
+                    loads(k) if k is not None else None,
+                    value,
+                    ts.key_schema,
+                    ts.envelope_schema,
+                    collection=table,
+                    offset=watermark.offset,
+                    pos=watermark.pos,
+                )
+            )
+        return out
+
+    def _schema(self, table: str) -> TableSchema | None:
+        ts = self._schemas.get(table)
+        if ts is None:
+            # Replaying a close watermark before the reader looked at the table (after a restart).
+            src = self.factory()
+            try:
+                found = src.table(table)
+            finally:
+                src.close()
+            if found is None:
+                return None
+            ts = self._schemas[table] = found[0]
+        return ts
+
+    # ------------------------------------------------------------------ reader side
+    def publish(self, table: str, ts: TableSchema) -> None:
+        self._schemas[table] = ts
+
+    def next_work(self) -> tuple[Progress, tuple[str, int, int]] | None:
+        """Wait for a chunk to read: (a copy of the progress, its token); None once closed."""
+        with self._cond:
+            while True:
+                if self._closed:
+                    return None
+                p = self.progress
+                if p is not None and not p.paused:
+                    token = (p.snapshot_id, p.chunk_seq, self._gen)
+                    if token != self._attempted:
+                        return p.copy(), token
+                self._cond.wait(1.0)
+
+    def running(self, snapshot_id: str, table: str) -> bool:
+        """Whether snapshot `snapshot_id`, and `table` in it, still runs (not stopped meanwhile)."""
+        with self._cond:
+            p = self.progress
+            return p is not None and p.snapshot_id == snapshot_id and table in p.tables
+
+    def completes(self, snapshot_id: str, tables: set[str]) -> bool:
+        """Whether snapshot `snapshot_id` has no tables but `tables` (none was added to it, and
+        it was not stopped, meanwhile)."""
+        with self._cond:
+            p = self.progress
+            return p is not None and p.snapshot_id == snapshot_id and set(p.tables) <= tables
+
+    def may_read_ahead(self, token: tuple[str, int, int]) -> bool:
+        """Whether the chunk after the one `token` names may be read now: that chunk is still the
+        one the engine waits for, nothing changed meanwhile, and the snapshot is not paused."""
+        with self._cond:
+            p = self.progress
+            return (
+                p is not None
+                and not p.paused
+                and not self._closed
+                and (p.snapshot_id, p.chunk_seq, self._gen) == token
+            )
+
+    def attempted(self, token: tuple[str, int, int]) -> None:
+        with self._cond:
+            self._attempted = token
+
+    def sleep(self, seconds: float) -> bool:
+        """Wait `seconds` (False: closed meanwhile)."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._closed, seconds)
+            return not self._closed
+
+    # ------------------------------------------------------------------ signals
+    def _changed(self) -> int:
+        self._gen += 1
+        self.active = True
+        self._cond.notify_all()
+        return self._gen
+
+    def _wait_stored(self, gen: int) -> None:
+        """Until a batch carrying the change is held by every sink (a signal is journaled as
+        processed only then, so a crash before makes the journal hand it over again)."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._committed_gen >= gen or self._closed, DURABLE_WAIT_S):
+                log.warning(
+                    "incremental snapshot: no batch stored the signal's effect within %.0fs", DURABLE_WAIT_S
+                )
+
+    def execute(self, request: Request, signal: SignalRecord) -> str | None:
+        assert isinstance(request, ExecuteSnapshot)
+        if request.snapshot_type == "blocking":
+            raise SignalError("blocking snapshots are not available in Tidemark yet (nothing was run)")
+        if not self.signal_table:
+            raise SignalError(
+                "an incremental snapshot needs signal.data.collection: its watermarks are written to "
+                "that table and read back from the log"
+            )
+        from connectors.settings.filters import TableFilters
+
+        ns, _, name = self.signal_table.partition(".")
+        if not TableFilters.from_settings(self.cfg.source).captures(ns, name):
+            raise SignalError(
+                f"the signal table {self.signal_table} is not captured: the snapshot's watermarks are "
+                "read back from the log (add it to the table include list)"
+            )
+        tables = list(request.tables) or [c.replace('"', "") for c in request.data_collections]
+        if not tables:
+            return "no data-collections: nothing to snapshot"
+        self._check_tables(tables, request.surrogate_key)
+        conditions = {c.table: c.sql for c in request.conditions}
+        new = [
+            {"id": t, "condition": conditions.get(t), "surrogate_key": request.surrogate_key} for t in tables
+        ]
+        with self._cond:
+            p = self.progress
+            if p is not None and signal.key in p.signals:
+                return f"already part of incremental snapshot {p.snapshot_id}"
+            started = p is None
+            if p is None:
+                p = Progress(uuid.uuid4().hex[:12], signal.id or None, new)
+            else:
+                running = sorted(set(p.tables) & set(tables))
+                if running:
+                    raise SignalError(f"an incremental snapshot of {', '.join(running)} is already running")
+                p.collections.extend(new)
+            p.signals = [*p.signals, signal.key][-20:]
+            self.progress = p
+            gen = self._changed()
+            snapshot_id = p.snapshot_id
+        if started:
+            self.staging.drop_other_snapshots(snapshot_id)
+        self.notifier.incremental_snapshot.started(signal.id or None, tables)
+        self._wait_stored(gen)
+        return f"incremental snapshot {snapshot_id} of {', '.join(tables)}"
+
+    def _check_tables(self, tables: list[str], surrogate: str | None) -> None:
+        src = self.factory()
+        try:
+            for t in tables:
+                found = src.table(t)
+                if found is None:
+                    raise SignalError(f"table {t} does not exist or is not captured")
+                if not found[0].key_names and not surrogate:
+                    raise SignalError(
+                        f"table {t} has no primary key: an incremental snapshot reads it in key order; "
+                        'name a unique, ordered column as "surrogate-key" in the signal'
+                    )
+                if surrogate and surrogate not in src.columns(t):
+                    raise SignalError(f"surrogate-key {surrogate!r} is not a column of {t}")
+        finally:
+            src.close()
+
+    def stop(self, request: Request, signal: SignalRecord) -> str | None:
+        assert isinstance(request, StopSnapshot)
+        with self._cond:
+            p = self.progress
+            if p is None:
+                log.warning("no incremental snapshot is running: stop-snapshot '%s' ignored", signal.id)
+                return "no incremental snapshot is running"
+            if request.data_collections:
+                pats = [c.replace('"', "") for c in request.data_collections]
+                gone = [t for t in p.tables if any(t == x or re.fullmatch(x, t) for x in pats)]
+                current = p.tables[0]
+                p.collections = [c for c in p.collections if c["id"] not in gone]
+                if current in gone:
+                    p.max_key, p.last_key, p.table_rows = None, None, 0
+                if not p.collections:
+                    self.progress = None
+                correlation = p.correlation_id
+            else:
+                gone = p.tables
+                correlation = p.correlation_id
+                self.progress = None
+            gen = self._changed()
+        log.info("incremental snapshot: stopped %s", ", ".join(gone) or "nothing")
+        self.notifier.incremental_snapshot.aborted(correlation, gone if request.data_collections else None)
+        self._wait_stored(gen)
+        return f"stopped: {', '.join(gone)}" if gone else "no table of the snapshot matched"
+
+    def pause(self, request: Request, signal: SignalRecord) -> str | None:
+        return self._pause(True)
+
+    def resume(self, request: Request, signal: SignalRecord) -> str | None:
+        return self._pause(False)
+
+    def _pause(self, paused: bool) -> str | None:
+        with self._cond:
+            p = self.progress
+            if p is None or p.paused == paused:
+                return (
+                    "no running incremental snapshot"
+                    if p is None
+                    else f"already {'paused' if paused else 'running'}"
+                )
+            p.paused = paused
+            gen = self._changed()
+            correlation, tables = p.correlation_id, p.tables
+        if paused:
+            self.notifier.incremental_snapshot.paused(correlation, tables)
+        else:
+            self.notifier.incremental_snapshot.resumed(correlation, tables)
+        self._wait_stored(gen)
+        return "paused" if paused else "resumed"
+
+
+class _Handler:
+    def __init__(self, fn: Callable[[Request, SignalRecord], str | None]) -> None:
+        self.fn = fn
+
+    def handle(self, request: Request, signal: SignalRecord) -> str | None:
+        return self.fn(request, signal)
+
+
+def build(cfg: ConnectorConfig, notifier: Notifier, signal_table: str | None) -> IncrementalSnapshots:
+    """The controller of `cfg`'s connector."""
+
+    def factory() -> ChunkSource:
+        assert signal_table is not None
+        if cfg.connector == "postgres":
+            from connectors.snapshot.incremental_pg import PgChunkSource
+
+            return PgChunkSource(cfg, signal_table)
+        from connectors.snapshot.incremental_mysql import MySqlChunkSource
+
+        return MySqlChunkSource(cfg, signal_table)
+
+    return IncrementalSnapshots(cfg, notifier, factory, signal_table)

@@ -1,0 +1,149 @@
+"""MySQL/MariaDB's side of the incremental snapshot: key look-ups, chunk reads and watermark
+writes.
+
+The table's structure is read from the server (`SHOW CREATE TABLE`, parsed as the schema
+history parses it) and its rows are encoded by the initial snapshot's encoders (`SnapshotRows`:
+the text result cut column-wise, or the streaming converters row by row). Key values travel as
+the text `snapshot.mysql.key_text` reads and come back as literals of the column's own type
+(`key_literal`: integers and decimals unquoted, binary as X'..').
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from connectors.format.tableschema import TableSchema
+from connectors.settings.config import ConnectorConfig
+from connectors.settings.model import MySqlSettings
+from connectors.snapshot.chunks import Chunk
+from connectors.snapshot.incremental_read import ChunkQuery, ChunkRows, SignalRows, chunk_select, texts_of
+from connectors.snapshot.mysql import key_literal, key_text, select_pieces
+from connectors.sources.mysql import setup
+from connectors.sources.mysql.ddl import DdlParser
+from connectors.sources.mysql.model import Table, Tables
+from connectors.sources.mysql.snapshot_read import SESSION_STATEMENTS, SnapshotRows, TextBatch, quote_ident
+from connectors.sources.mysql.source import MySqlSource
+
+
+def _name(table: str) -> str:
+    db, _, name = table.partition(".")
+    return f"{quote_ident(db)}.{quote_ident(name)}"
+
+
+class MySqlChunkSource(SignalRows):
+    dialect = "mysql"
+
+    def __init__(self, cfg: ConnectorConfig, signal_table: str) -> None:
+        assert isinstance(cfg.source, MySqlSettings)
+        self.cfg = cfg
+        self.conn = setup.connect(setup.connection_settings(cfg.source))
+        self.conn.autocommit(True)
+        with self.conn.cursor() as cur:
+            for stmt in SESSION_STATEMENTS:
+                cur.execute(stmt)
+        self._tables: dict[str, tuple[TableSchema, SnapshotRows, Table] | None] = {}
+        self._signal = _name(signal_table)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # ------------------------------------------------------------------ tables
+    def table(self, table: str) -> tuple[TableSchema, SnapshotRows] | None:
+        found = self._model(table)
+        return None if found is None else (found[0], found[1])
+
+    def _model(self, table: str) -> tuple[TableSchema, SnapshotRows, Table] | None:
+        if table not in self._tables:
+            self._tables[table] = self._load(table)
+        return self._tables[table]
+
+    def _load(self, table: str) -> tuple[TableSchema, SnapshotRows, Table] | None:
+        import pymysql
+
+        db, _, name = table.partition(".")
+        with self.conn.cursor() as cur:
+            try:
+                cur.execute(f"SHOW CREATE TABLE {_name(table)}")
+            except pymysql.err.ProgrammingError:
+                return None  # no such table
+            ddl = cur.fetchone()[1]
+            cur.execute("SELECT @@character_set_server")
+            tables = Tables(server_charset=str(cur.fetchone()[0]))
+            cur.execute(
+                "SELECT DEFAULT_CHARACTER_SET_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s",
+                (db,),
+            )
+            row = cur.fetchone()
+        if row is not None:
+            tables.db_charsets[db] = str(row[0])
+        DdlParser(tables).apply(ddl, db)
+        t = tables.get(db, name)
+        if t is None:
+            return None
+        source = MySqlSource(self.cfg)
+        if not source.filters.captures(db, name):
+            return None
+        source.tables = tables
+        ts = source._table_schema(db, name, t)
+        return ts, SnapshotRows(ts, t.columns, source.types), t
+
+    def forget(self, table: str) -> None:
+        self._tables.pop(table, None)
+
+    def columns(self, table: str) -> list[str]:
+        found = self._model(table)
+        return [] if found is None else [c.name for c in found[2].columns]
+
+    # ------------------------------------------------------------------ keys and chunks
+    def max_key(self, table: str, key: Sequence[str], condition: str | None) -> list[Any] | None:
+        found = self._model(table)
+        assert found is not None
+        t = found[2]
+        texts = ", ".join(key_text(t, c) for c in key)
+        order = ", ".join(f"{quote_ident(c)} DESC" for c in key)
+        where = f" WHERE ({condition})" if condition else ""
+        with self.conn.cursor() as cur:
+            cur.execute(f"SELECT {texts} FROM {_name(table)}{where} ORDER BY {order} LIMIT 1")
+            row = cur.fetchone()
+        return None if row is None else [_text(v) for v in row]
+
+    def read(self, q: ChunkQuery) -> ChunkRows:
+        found = self._model(q.table)
+        assert found is not None
+        _ts, enc, t = found
+        literals = [key_literal(t, c, self.conn) for c in q.key]
+        select_list = f"{enc.select_list()}, " + ", ".join(key_text(t, c) for c in q.key)
+        cols = [quote_ident(c) for c in q.key]
+        query = chunk_select(q, select_list, _name(q.table), cols, lambda i, v: str(literals[i](v)))
+        width = len(enc.columns)
+        keys: list[str | None] = []
+        afters: list[str] = []
+        last: list[Any] | None = None
+        for pieces, encode in select_pieces(
+            self.conn, query, Chunk(q.table, 0, None, None), enc, max(q.limit, 1)
+        ):
+            for piece in pieces:
+                if isinstance(piece, TextBatch):
+                    if piece.num_rows == 0:
+                        continue
+                    main: Any = TextBatch(piece.columns[:width], piece.fields[:width], piece.num_rows)
+                    last = [
+                        _text(piece.columns[width + i][piece.num_rows - 1].as_py()) for i in range(len(q.key))
+                    ]
+                else:
+                    if not piece:
+                        continue
+                    main = [r[:width] for r in piece]
+                    last = [_text(v) for v in piece[-1][width:]]
+                k, a = encode(main)
+                afters.extend(texts_of(a))
+                if k is not None:
+                    keys.extend(texts_of(k))
+                else:
+                    keys.extend(None for _ in range(len(a)))
+        return ChunkRows(keys, afters, last)
+
+
+def _text(v: Any) -> Any:
+    return v.decode() if isinstance(v, bytes | bytearray) else v

@@ -1,0 +1,353 @@
+"""The incremental snapshot's chunk reader: one background thread of the streaming process (not
+the engine's: the stream never waits for a read) that reads chunks one after the other, each in
+its own watermark window, at most one chunk ahead of the engine.
+
+Per chunk (`<snapshot id>-<chunk number>`):
+1. if the staging table already holds the chunk (read before a crash or a reconnect), only make
+   sure its close watermark is in the log;
+2. else insert the open watermark into the signal table; find the current table's maximum key
+   (first chunk of a table); SELECT the next `incremental.snapshot.chunk.size` rows by key after
+   the last key read, up to the maximum key, with the table's additional condition; a table with
+   no rows left is done (TABLE_SCAN_COMPLETED) and the next table is tried in the same window;
+3. write the rows and what the chunk leaves behind (`ChunkMeta`) to staging in one commit;
+4. close the window: insert the close watermark (`insert_insert`) or delete the open one
+   (`insert_delete`);
+5. read the next chunk the same way while the engine waits for this close watermark (its window
+   opens after this one closes, so the engine meets them in order); then wait until the engine
+   has emitted this chunk (the controller's progress moves on to the next chunk number): never
+   more than one chunk ahead. Nothing is read ahead while the snapshot is paused or when a
+   signal changed it meanwhile.
+
+The reader writes to the source database (the watermarks) and to staging, never to the sinks:
+what is emitted, and where in the stream, is decided by the engine alone (`incremental.py`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+import orjson
+import pyarrow as pa
+
+from connectors.format.tableschema import TableSchema
+from connectors.snapshot.incremental_staging import ChunkMeta, Staging
+
+if TYPE_CHECKING:
+    from connectors.snapshot.incremental import IncrementalSnapshots, Progress
+
+log = logging.getLogger(__name__)
+
+WINDOW_OPEN = "snapshot-window-open"
+WINDOW_CLOSE = "snapshot-window-close"
+
+
+@dataclass
+class ChunkRows:
+    keys: list[str | None]  # the event keys' JSON, row by row (None: keyless table)
+    afters: list[str]  # the `after` images' JSON
+    last_key: list[Any] | None  # the chunk key of the last row, as the next chunk binds it
+
+
+@dataclass(frozen=True)
+class ChunkQuery:
+    table: str
+    key: Sequence[str]  # the chunk key: primary key columns, or the surrogate key
+    after: Sequence[Any] | None  # the last key read (None: the table's first chunk)
+    upto: Sequence[Any]  # the table's maximum key
+    condition: str | None  # additional-conditions, as sqlglot rendered it
+    limit: int
+
+
+class SignalRows:
+    """Watermark rows in the signal table, on a DB-API connection (`conn`, `_signal`: the quoted
+    table name); both drivers take `%s` parameters."""
+
+    conn: Any
+    _signal: str
+
+    def insert_signal(self, sid: str, kind: str, data: str) -> None:
+        with self.conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {self._signal} VALUES (%s, %s, %s)", (sid, kind, data))
+
+    def delete_signal(self, sid: str) -> int:
+        with self.conn.cursor() as cur:
+            cur.execute(f"DELETE FROM {self._signal} WHERE id = %s", (sid,))
+            return int(cur.rowcount)
+
+    def signal_exists(self, sid: str) -> bool:
+        with self.conn.cursor() as cur:
+            cur.execute(f"SELECT 1 FROM {self._signal} WHERE id = %s", (sid,))
+            return cur.fetchone() is not None
+
+
+class ChunkSource(Protocol):
+    """One connector's database side (a connection of the reader's own)."""
+
+    dialect: str
+
+    def table(self, table: str) -> tuple[TableSchema, Any] | None: ...
+
+    def forget(self, table: str) -> None: ...
+
+    def columns(self, table: str) -> list[str]: ...
+
+    def max_key(self, table: str, key: Sequence[str], condition: str | None) -> list[Any] | None: ...
+
+    def read(self, q: ChunkQuery) -> ChunkRows: ...
+
+    def insert_signal(self, sid: str, kind: str, data: str) -> None: ...
+
+    def delete_signal(self, sid: str) -> int: ...
+
+    def signal_exists(self, sid: str) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+def texts_of(arr: pa.Array | pa.ChunkedArray) -> list[str]:
+    return [v if isinstance(v, str) else bytes(v).decode() for v in arr.to_pylist()]
+
+
+def _after(cols: Sequence[str], lits: Sequence[str]) -> str:
+    """Debezium's lower bound: `(k1 > v1) OR (k1 = v1 AND k2 > v2) OR ...` (lexicographic, and
+    usable by the key index on both databases)."""
+    parts = []
+    for i in range(len(cols)):
+        terms = [f"{cols[j]} = {lits[j]}" for j in range(i)] + [f"{cols[i]} > {lits[i]}"]
+        parts.append("(" + " AND ".join(terms) + ")")
+    return "(" + " OR ".join(parts) + ")"
+
+
+def chunk_select(
+    q: ChunkQuery, select_list: str, table: str, cols: Sequence[str], literal: Callable[[int, Any], str]
+) -> str:
+    """The chunk's SELECT: the rows after the last key read, not past the maximum key, with the
+    additional condition (the checked filter as sqlglot rendered it), by key, at most `limit`.
+    `table` and `cols` come quoted by the caller; `literal(i, value)` quotes a value of key
+    column i (the driver's quoting: never pasted)."""
+
+    def lits(values: Sequence[Any]) -> list[str]:
+        return [literal(i, v) for i, v in enumerate(values)]
+
+    where = [_after(cols, lits(q.after))] if q.after is not None else []
+    where.append("NOT " + _after(cols, lits(q.upto)))
+    if q.condition:
+        where.append(f"({q.condition})")
+    order = ", ".join(cols)
+    return (
+        f"SELECT {select_list} FROM {table} WHERE {' AND '.join(where)} ORDER BY {order} LIMIT {int(q.limit)}"
+    )
+
+
+def _instant() -> str:
+    # java.time.Instant's text, as Debezium's SignalMetadata writes it
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _canonical(text: str) -> str:
+    return orjson.dumps(orjson.loads(text)).decode()
+
+
+def dedup_values(rows: ChunkRows, surrogate: str | None) -> list[str]:
+    """What each row is recognised by in the stream: its event key (the key Debezium's window is
+    keyed by), or for a keyless table the surrogate key column of its image."""
+    out = []
+    for k, a in zip(rows.keys, rows.afters, strict=True):
+        if k is not None:
+            out.append(_canonical(k))
+        else:
+            out.append(orjson.dumps((orjson.loads(a) or {}).get(surrogate or "")).decode())
+    return out
+
+
+class ChunkReader:
+    """The reader thread. `factory()` opens the connector's `ChunkSource`."""
+
+    def __init__(
+        self,
+        controller: IncrementalSnapshots,
+        factory: Callable[[], ChunkSource],
+        staging: Staging,
+        *,
+        chunk_size: int,
+        strategy: str,
+    ) -> None:
+        self.controller = controller
+        self.factory = factory
+        self.staging = staging
+        self.chunk_size = max(1, chunk_size)
+        self.strategy = strategy
+        self._thread: threading.Thread | None = None
+        self._source: ChunkSource | None = None
+        self.chunks_read = 0
+        self.ahead = True  # read the next chunk while the engine waits for this one's close
+        self._finished: tuple[str, set[str]] = ("", set())  # (snapshot, tables it read to the end)
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="tidemark-incremental", daemon=True)
+            self._thread.start()
+
+    def join(self, timeout: float) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                log.warning("incremental snapshot: the chunk reader did not stop within %.0fs", timeout)
+            self._thread = None
+
+    # ------------------------------------------------------------------ the loop
+    def _run(self) -> None:
+        ctl = self.controller
+        backoff = 1.0
+        try:
+            while True:
+                work = ctl.next_work()
+                if work is None:
+                    return  # closed
+                progress, token = work
+                try:
+                    if self._source is None:
+                        self._source = self.factory()
+                    meta = self._chunk(self._source, progress)
+                    ctl.attempted(token)
+                    if self.ahead and ctl.may_read_ahead(token):
+                        # The next chunk's window follows this one's in the log: read it while the
+                        # engine waits for this close watermark (never more than one ahead).
+                        progress.advance(meta)
+                        if progress.collections:
+                            self._chunk(self._source, progress)
+                    backoff = 1.0
+                except Exception as e:  # noqa: BLE001 - a failed read is retried, the stream goes on
+                    log.warning(
+                        "incremental snapshot: reading chunk %s failed: %s; retrying in %.0fs",
+                        progress.chunk_id,
+                        e,
+                        backoff,
+                        exc_info=not isinstance(e, OSError | ConnectionError),
+                    )
+                    self._drop_source()
+                    if not ctl.sleep(backoff):
+                        return
+                    backoff = min(30.0, backoff * 2)
+        finally:
+            self._drop_source()
+
+    def _drop_source(self) -> None:
+        src, self._source = self._source, None
+        if src is not None:
+            try:
+                src.close()
+            except Exception as e:  # noqa: BLE001 - closing must not mask the error
+                log.debug("closing the chunk reader's connection: %s", e)
+
+    # ------------------------------------------------------------------ one chunk
+    def _chunk(self, src: ChunkSource, p: Progress) -> ChunkMeta:
+        """Read (or find staged) chunk `p.chunk_id` and close its window; what it found."""
+        cid = p.chunk_id
+        if self._finished[0] != p.snapshot_id:
+            self._finished = (p.snapshot_id, set())
+        staged = self.staging.read(cid)
+        if staged is not None:
+            # Read before (a crash, a reconnect, or read ahead): the same rows go out at its close.
+            if staged.meta.table is not None:
+                self._publish(src, staged.meta.table)
+            self._finished[1].update(staged.meta.completed)
+            self._close(src, cid, None)
+            return staged.meta
+        notify = self.controller.notifier.incremental_snapshot
+        opened = _instant()
+        if not src.signal_exists(f"{cid}-open"):
+            # (one that an attempt before a crash inserted opened the window earlier: still sound)
+            data = orjson.dumps({"openWindowTimestamp": opened}).decode()
+            src.insert_signal(f"{cid}-open", WINDOW_OPEN, data)
+        collections = [dict(c) for c in p.collections]
+        done: list[str] = []
+        max_key, last_key, table_rows = p.max_key, p.last_key, p.table_rows
+        rows: ChunkRows | None = None
+        surrogate: str | None = None
+        while collections:
+            cur = collections[0]
+            table, condition, surrogate = cur["id"], cur.get("condition"), cur.get("surrogate_key")
+            found = src.table(table)
+            status = None
+            if found is None:
+                log.warning(
+                    "incremental snapshot: table %s does not exist (or is not captured); skipped", table
+                )
+                status = "UNKNOWN_SCHEMA"
+            else:
+                self.controller.publish(table, found[0])
+                key = [surrogate] if surrogate else list(found[0].key_names)
+                if not key:
+                    status = "NO_PRIMARY_KEY"
+                elif max_key is None:
+                    max_key = src.max_key(table, key, condition)
+                    if max_key is None:
+                        status = "EMPTY"
+                    else:
+                        log.info("incremental snapshot of %s will end at key %s", table, max_key)
+                if status is None:
+                    q = ChunkQuery(table, key, last_key, max_key or [], condition, self.chunk_size)
+                    rows = src.read(q)
+                    if rows.afters:
+                        last_key = rows.last_key
+                        table_rows += len(rows.afters)
+                        break
+                    rows, status = None, "SUCCEEDED"
+            log.info("incremental snapshot: table %s done (%s, %d rows)", table, status, table_rows)
+            if self.controller.running(p.snapshot_id, table):  # (not stopped meanwhile)
+                notify.table_scan_completed(
+                    p.correlation_id, [c["id"] for c in collections], table, table_rows, status
+                )
+            done.append(table)
+            collections.pop(0)
+            max_key, last_key, table_rows = None, None, 0
+        meta = ChunkMeta(
+            collections[0]["id"] if rows is not None else None,
+            last_key,
+            max_key,
+            table_rows,
+            done,
+        )
+        if rows is not None and self.controller.running(p.snapshot_id, collections[0]["id"]):
+            notify.in_progress(
+                p.correlation_id,
+                [c["id"] for c in collections],
+                collections[0]["id"],
+                max_key,
+                last_key or [],
+            )
+        if rows is not None:
+            self.staging.write(cid, meta, rows.keys, rows.afters, dedup_values(rows, surrogate))
+        else:
+            self.staging.write(cid, meta, [], [], [])
+        self.chunks_read += 1
+        # Decided before the close watermark (once it is written the engine may end the snapshot),
+        # sent after it: every row of the snapshot is before that watermark in the log.
+        self._finished[1].update(done)
+        complete = not collections and self.controller.completes(p.snapshot_id, self._finished[1])
+        self._close(src, cid, opened)
+        if complete:
+            log.info("incremental snapshot %s: every table read", p.snapshot_id)
+            notify.completed(p.correlation_id)
+        return meta
+
+    def _publish(self, src: ChunkSource, table: str) -> None:
+        found = src.table(table)
+        if found is not None:
+            self.controller.publish(table, found[0])
+
+    def _close(self, src: ChunkSource, cid: str, opened: str | None) -> None:
+        """Close the chunk's window (again, after a restart: only if it is not closed yet)."""
+        if self.strategy == "insert_delete":
+            src.delete_signal(f"{cid}-open")  # 0 rows: deleted before, the delete is in the log
+            return
+        if opened is None and src.signal_exists(f"{cid}-close"):
+            return
+        data = {"openWindowTimestamp": opened or _instant(), "closeWindowTimestamp": _instant()}
+        src.insert_signal(f"{cid}-close", WINDOW_CLOSE, orjson.dumps(data).decode())

@@ -1,0 +1,164 @@
+"""The incremental snapshot's staging table, `<warehouse>/_state/incremental_staging`.
+
+The chunk reader writes each chunk here (one Delta commit per chunk: its rows and one `meta` row
+saying what the chunk leaves behind: table, last key, maximum key, tables to go) BEFORE it writes
+the chunk's close watermark; the streaming engine takes the chunk from here when it sees that
+watermark. A chunk is identified by `<snapshot id>-<chunk number>`, so after a crash the same
+chunk number finds what was staged before (the replayed stream then emits exactly the rows it
+emitted the first time). Partitioned by connector and chunk: a chunk's read touches one file.
+A snapshot's rows are deleted when the next snapshot of the connector starts.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pyarrow as pa
+
+from connectors.signals.tables import TABLE_CONFIGURATION, state_uri
+from connectors.state.storage import storage_error
+
+SCHEMA = pa.schema(
+    [
+        pa.field("connector", pa.string(), nullable=False),
+        pa.field("chunk", pa.string(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),  # row | meta
+        pa.field("ord", pa.int32(), nullable=False),
+        pa.field("key", pa.string()),  # the event key's JSON (None: keyless table)
+        pa.field("after", pa.string()),  # the `after` image's JSON
+        pa.field("dedup", pa.string()),  # what a change event of the row is recognised by
+        pa.field("meta", pa.string()),  # kind=meta: the chunk's ChunkMeta as JSON
+    ]
+)
+
+
+@dataclass
+class ChunkMeta:
+    """What reading a chunk found, applied to the snapshot's progress when it is emitted."""
+
+    table: str | None  # the table the rows are of (None: no rows; every table is done)
+    last_key: list[Any] | None  # its chunk key of the last row read
+    max_key: list[Any] | None  # its maximum key (read when its first chunk was)
+    table_rows: int  # rows of `table` read so far, this chunk included
+    completed: list[str]  # tables finished inside this chunk's window (before `table`)
+
+    def to_json(self) -> str:
+        return orjson.dumps(self.__dict__).decode()
+
+    @classmethod
+    def from_json(cls, text: str) -> ChunkMeta:
+        return cls(**orjson.loads(text))
+
+
+@dataclass
+class StagedChunk:
+    meta: ChunkMeta
+    keys: list[str | None]
+    afters: list[str]
+    dedup: list[str]
+
+
+class Staging:
+    def __init__(self, warehouse: str | Path, connector: str) -> None:
+        self.uri = state_uri(warehouse, "incremental_staging")
+        self.connector = connector
+        self._dt: Any = None
+        self._lock = threading.Lock()
+
+    def _table(self) -> Any:
+        from deltalake import DeltaTable
+
+        if self._dt is None:
+            if not DeltaTable.is_deltatable(self.uri):
+                return None
+            self._dt = DeltaTable(self.uri)
+        else:
+            self._dt.update_incremental()
+        return self._dt
+
+    def write(
+        self,
+        chunk: str,
+        meta: ChunkMeta,
+        keys: Sequence[str | None],
+        afters: Sequence[str],
+        dedup: Sequence[str],
+    ) -> None:
+        from deltalake import write_deltalake
+        from deltalake.exceptions import DeltaError
+
+        n = len(afters)
+        data = pa.table(
+            {
+                "connector": pa.array([self.connector] * (n + 1), pa.string()),
+                "chunk": pa.array([chunk] * (n + 1), pa.string()),
+                "kind": pa.array(["row"] * n + ["meta"], pa.string()),
+                "ord": pa.array(range(n + 1), pa.int32()),
+                "key": pa.array([*keys, None], pa.string()),
+                "after": pa.array([*afters, None], pa.string()),
+                "dedup": pa.array([*dedup, None], pa.string()),
+                "meta": pa.array([None] * n + [meta.to_json()], pa.string()),
+            },
+            schema=SCHEMA,
+        )
+        with self._lock:
+            try:
+                dt = self._table()
+                if dt is None:
+                    write_deltalake(
+                        self.uri,
+                        data,
+                        mode="append",
+                        partition_by=["connector", "chunk"],
+                        name="tidemark incremental_staging",
+                        configuration=TABLE_CONFIGURATION,
+                    )
+                else:
+                    write_deltalake(dt, data, mode="append", partition_by=["connector", "chunk"])
+            except (DeltaError, OSError) as e:
+                raise storage_error(e, self.uri, "the incremental snapshot staging table") from None
+
+    def read(self, chunk: str) -> StagedChunk | None:
+        """The staged chunk, or None when nothing was staged under that id."""
+        with self._lock:
+            try:
+                dt = self._table()
+                if dt is None:
+                    return None
+                t = dt.to_pyarrow_table(
+                    columns=["kind", "ord", "key", "after", "dedup", "meta"],
+                    filters=[("connector", "=", self.connector), ("chunk", "=", chunk)],
+                )
+            except OSError as e:
+                raise storage_error(e, self.uri, "the incremental snapshot staging table") from None
+        if t.num_rows == 0:
+            return None
+        rows = sorted(t.to_pylist(), key=lambda r: r["ord"])
+        metas = [r for r in rows if r["kind"] == "meta"]
+        data = [r for r in rows if r["kind"] == "row"]
+        return StagedChunk(
+            ChunkMeta.from_json(metas[0]["meta"]),
+            [r["key"] for r in data],
+            [r["after"] for r in data],
+            [r["dedup"] for r in data],
+        )
+
+    def drop_other_snapshots(self, keep: str) -> None:
+        """Delete the connector's staged chunks of snapshots other than `keep` (a snapshot id)."""
+        from deltalake.exceptions import DeltaError
+
+        with self._lock:
+            try:
+                dt = self._table()
+                if dt is None:
+                    return
+                conn = self.connector.replace("'", "''")
+                prefix = keep.replace("'", "''")
+                dt.delete(f"connector = '{conn}' AND NOT starts_with(chunk, '{prefix}-')")
+            except (DeltaError, OSError) as e:
+                raise storage_error(e, self.uri, "the incremental snapshot staging table") from None

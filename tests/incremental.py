@@ -1,0 +1,222 @@
+"""Helpers of the incremental snapshot tests (tests/test_incremental_snapshot_*.py): a connector
+streaming `bench` with the signal table captured, signals through each channel, the
+notifications, and the checks (replay reproduces the table; no key read twice per snapshot)."""
+
+from __future__ import annotations
+
+import os
+import signal as os_signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import cdc
+import orjson
+from deltalake.exceptions import TableNotFoundError
+from harness import wait_until
+
+from connectors.settings.config import load
+from connectors.signals.notify import read_notifications
+
+# The incremental snapshot tests' `bench` rows (the issue's run: 500000).
+ROWS = int(os.environ.get("TIDEMARK_INCREMENTAL_TEST_ROWS", "20000"))
+SIGNAL_DDL = "CREATE TABLE debezium_signal (id varchar(64) PRIMARY KEY, type varchar(32) NOT NULL, data text)"
+INCREMENTAL = "Incremental Snapshot"
+WRITE_RATE = int(os.environ.get("TIDEMARK_INCREMENTAL_TEST_WRITES", "300"))  # writes/s during the tests
+
+
+@dataclass
+class Setup:
+    cfg: Path
+    jsonl: Path
+    changelog: Path
+    connect: Callable[[], Any]  # autocommit DB-API connection to the captured database
+    dialect: str  # cdc.BENCH_SQL key
+    ns: str  # "public" / the MariaDB database: how data-collections name the tables
+
+    @property
+    def name(self) -> str:
+        return load(self.cfg).name
+
+    @property
+    def warehouse(self) -> Path:
+        return Path(load(self.cfg).warehouse)
+
+    def sql(self, statement: str, params: Any = None) -> None:
+        conn = self.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(statement, params)
+        finally:
+            conn.close()
+
+    def source_signal(self, sid: str, kind: str, data: dict[str, Any]) -> None:
+        self.sql(
+            "INSERT INTO debezium_signal (id, type, data) VALUES (%s, %s, %s)",
+            (sid, kind, orjson.dumps(data).decode()),
+        )
+
+    def cli_signal(self, *args: str) -> None:
+        cdc.run_cli("signal", "--config", str(self.cfg), *args)
+
+    def notifications(self, kind: str | None = None) -> list[dict[str, Any]]:
+        return [
+            n
+            for n in read_notifications(self.warehouse, self.name)
+            if n["aggregate_type"] == INCREMENTAL and (kind is None or n["type"] == kind)
+        ]
+
+    def errors(self) -> list[dict[str, Any]]:
+        return [n for n in read_notifications(self.warehouse, self.name) if n["aggregate_type"] == "Signal"]
+
+
+def config_extra(channels: str = "source,delta", **more: Any) -> dict[str, Any]:
+    return {
+        "signal__enabled__channels": channels,
+        "signal__poll__interval__ms": "200",
+        "notification__enabled__channels": "log,delta",
+        **more,
+    }
+
+
+def bench_records(jsonl: Path) -> list[dict[str, Any]]:
+    return [r for r in cdc.read_jsonl(jsonl) if r["topic"].endswith(".bench")]
+
+
+def replayed(jsonl: Path) -> dict[int, tuple[str, int]]:
+    return cdc.replay(bench_records(jsonl))
+
+
+def snapshot_keys(changelog: Path, after_seq: int = -1, upto_seq: int | None = None) -> list[int]:
+    """The ids of the `bench` rows the Delta change log holds as `op: r` (batches after
+    `after_seq`, up to `upto_seq`)."""
+    try:
+        rows = cdc.delta_rows(changelog, ["op", "key", "topic", "batch_seq"])
+    except TableNotFoundError:  # not written yet
+        return []
+    return [
+        orjson.loads(r["key"])["id"]
+        for r in rows
+        if r["op"] == "r"
+        and r["topic"].endswith(".bench")
+        and after_seq < r["batch_seq"] <= (upto_seq if upto_seq is not None else r["batch_seq"])
+    ]
+
+
+def last_seq(changelog: Path) -> int:
+    try:
+        rows = cdc.delta_rows(changelog, ["batch_seq"])
+    except TableNotFoundError:
+        return -1
+    return max((r["batch_seq"] for r in rows), default=-1)
+
+
+class _Paced:
+    """A DB-API connection whose statements are paced at WRITE_RATE per second overall (so
+    `cdc.bench_writer`'s mixed load is steady and the stream keeps up on a small machine)."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn, self.began, self.done = conn, time.monotonic(), 0
+
+    def cursor(self) -> _Paced:
+        self.cur = self.conn.cursor()
+        return self
+
+    def __enter__(self) -> _Paced:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.cur.close()
+
+    def execute(self, *args: Any) -> Any:
+        self.done += 1
+        ahead = self.done / WRITE_RATE - (time.monotonic() - self.began)
+        if ahead > 0:
+            time.sleep(ahead)
+        return self.cur.execute(*args)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+@contextmanager
+def writer(s: Setup, first_id: int, seed: int) -> Iterator[list[int]]:
+    """`cdc.bench_writer` (paced) in a thread for the duration of the block; yields its counter."""
+    stop, done = threading.Event(), [0]
+
+    def paced() -> Any:
+        return _Paced(s.connect())
+
+    t = threading.Thread(target=cdc.bench_writer, args=(paced, s.dialect, stop, first_id, done, seed))
+    t.start()
+    try:
+        yield done
+    finally:
+        stop.set()
+        t.join(60)
+
+
+def start(s: Setup, log: Path) -> subprocess.Popen[bytes]:
+    """`tidemark run` in the background, once its stream delivers (the slot / binlog position is
+    taken at start: a marker row is inserted until one lands)."""
+    proc = cdc.popen_cli("run", "--config", str(s.cfg), log=log)
+    marks = iter(range(-1, -(10**9), -1))  # below every snapshot key range
+
+    def streaming() -> bool:
+        if proc.poll() is not None:
+            raise AssertionError(f"the connector exited {proc.returncode}: {log.read_text()[-3000:]}")
+        s.sql("INSERT INTO bench VALUES (%s, 'mark', 0, 'mark')", (next(marks),))
+        return any(r["value"] and cdc.payload(r).get("op") == "c" for r in bench_records(s.jsonl))
+
+    wait_until(streaming, 90, "the stream is running", interval=0.5)
+    return proc
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(os_signal.SIGTERM)
+        assert proc.wait(90) == 0
+
+
+_marks = iter(range(-(10**9), -(2 * 10**9), -1))
+
+
+def wait_completed(s: Setup, count: int, log: Path, timeout: float = 300) -> None:
+    """Until `count` snapshots sent COMPLETED, and the stream is past that point (COMPLETED is
+    sent once the last close watermark is in the log: a row inserted now lands after the
+    snapshot's last rows, in both sinks)."""
+    wait_until(
+        lambda: len(s.notifications("COMPLETED")) >= count,
+        timeout,
+        f"{count} incremental snapshot(s) completed (log: {log})",
+    )
+    mark = next(_marks)
+    s.sql("INSERT INTO bench VALUES (%s, 'mark', 0, 'mark')", (mark,))
+
+    def landed() -> bool:
+        in_jsonl = any(
+            r["value"] and (cdc.payload(r).get("after") or {}).get("id") == mark
+            for r in bench_records(s.jsonl)
+        )
+        return in_jsonl and mark in delta_ids(s.changelog)
+
+    wait_until(landed, 120, "the stream past the snapshot's end")
+
+
+def delta_ids(changelog: Path) -> set[int]:
+    try:
+        rows = cdc.delta_rows(changelog, ["key", "topic"])
+    except TableNotFoundError:
+        return set()
+    return {orjson.loads(r["key"])["id"] for r in rows if r["topic"].endswith(".bench") and r["key"]}
+
+
+def wait_replay_matches(s: Setup, timeout: float = 120) -> None:
+    """The writes are over: the stream catches up and replaying the jsonl records gives the table."""
+    state = cdc.bench_state(s.connect)
+    wait_until(lambda: replayed(s.jsonl) == state, timeout, "the replayed events equal the table")

@@ -1,0 +1,190 @@
+"""The incremental snapshot scenarios both connectors run (see tests/incremental.py)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import cdc
+from harness import wait_until
+from incremental import (
+    ROWS,
+    SIGNAL_DDL,
+    Setup,
+    bench_records,
+    last_seq,
+    replayed,
+    snapshot_keys,
+    start,
+    stop,
+    wait_completed,
+    wait_replay_matches,
+    writer,
+)
+
+# Each scenario's connector settings (beyond tests/incremental.py's config_extra).
+SIGKILL_SETTINGS = {"incremental__snapshot__chunk__size": "200"}  # many chunks: kills land mid-snapshot
+CONDITIONS_SETTINGS = {
+    "incremental__snapshot__chunk__size": "300",
+    "incremental__snapshot__watermarking__strategy": "insert_delete",
+}
+
+
+def _prepare(s: Setup, rows: int = ROWS) -> None:
+    s.sql(SIGNAL_DDL)
+    cdc.create_bench(s.connect, s.dialect, rows)
+
+
+def both_channels(s: Setup, tmp_path: Path) -> None:
+    """A snapshot through the source channel, then one through the Delta channel, each under a
+    steady mixed write load: replaying the events reproduces the table, and each snapshot read
+    each row at most once (every row that was not changed meanwhile exactly once)."""
+    _prepare(s)
+    log = tmp_path / "connector.log"
+    proc = start(s, log)
+    try:
+        with writer(s, ROWS + 1, seed=1) as done:
+            s.source_signal("inc-src", "execute-snapshot", {"data-collections": [f"{s.ns}.bench"]})
+            wait_completed(s, 1, log)
+            first = last_seq(s.changelog)
+            s.cli_signal("execute-snapshot", "--tables", f"{s.ns}\\.ben.*")  # a regular expression
+            wait_completed(s, 2, log)
+        assert done[0] > 200, f"only {done[0]} writes overlapped the snapshots"
+        wait_replay_matches(s)
+    finally:
+        stop(proc)
+    assert replayed(s.jsonl) == cdc.bench_state(s.connect)
+    one, two = snapshot_keys(s.changelog, -1, first), snapshot_keys(s.changelog, first)
+    for keys in (one, two):
+        assert len(keys) == len(set(keys)), "a row was read twice by one snapshot"
+        # rows the writer never touched (ids it did not reach) were all read
+        assert len(keys) > ROWS * 0.8, len(keys)
+    recs = [r for r in bench_records(s.jsonl) if r["value"] and cdc.payload(r)["op"] == "r"]
+    p = cdc.payload(recs[0])
+    assert p["before"] is None and p["source"]["snapshot"] == "incremental"
+    assert p["source"]["table"] == "bench"
+    kinds = [n["type"] for n in s.notifications()]
+    assert kinds.count("STARTED") == 2 and kinds.count("COMPLETED") == 2
+    assert kinds.count("TABLE_SCAN_COMPLETED") == 2 and kinds.count("IN_PROGRESS") >= 2 * (ROWS // 1024)
+    prog = next(n for n in s.notifications("IN_PROGRESS"))["additional_data"]
+    assert prog["current_collection_in_progress"] == f"{s.ns}.bench"
+    assert prog["data_collections"] == f"{s.ns}.bench"
+    assert 1000 <= int(prog["last_processed_key"]) <= 1024 < ROWS <= int(prog["maximum_key"])
+    scan = s.notifications("TABLE_SCAN_COMPLETED")[0]["additional_data"]
+    assert scan["status"] == "SUCCEEDED" and int(scan["total_rows_scanned"]) >= ROWS * 0.8
+    assert s.notifications("STARTED")[0]["id"] == "inc-src"  # the correlation id is the signal's
+    # watermarks are change events of the (captured) signal table
+    marks = [cdc.payload(r) for r in cdc.read_jsonl(s.jsonl) if r["topic"].endswith(".debezium_signal")]
+    assert sum(1 for m in marks if m["after"] and m["after"]["type"] == "snapshot-window-open") >= 20
+
+
+def sigkill_mid_snapshot(s: Setup, tmp_path: Path, *, trials: int) -> None:
+    """SIGKILL the connector `trials` times at random points of one snapshot under writes: after
+    the restarts the snapshot finishes, replaying the events reproduces the table, and the Delta
+    change log holds each row's snapshot record at most once (no chunk emitted twice)."""
+    _prepare(s)
+    rnd = random.Random(7)
+    log = tmp_path / "connector.log"
+    with writer(s, ROWS + 1, seed=2) as done:
+        proc = start(s, log)
+        try:
+            s.source_signal("inc-kill", "execute-snapshot", {"data-collections": [f"{s.ns}.bench"]})
+            for t in range(trials):
+                got = len(snapshot_keys(s.changelog))
+                at = got + rnd.randint(200, max(201, (ROWS * 6 // 10 - got) // (trials - t + 1)))
+                wait_until(lambda a=at: len(snapshot_keys(s.changelog)) >= a, 180, f"{at} rows snapshotted")
+                assert not s.notifications("COMPLETED"), "the snapshot ended before the kill"
+                cdc._sigkill(proc)
+                proc = start(s, log)
+            wait_completed(s, 1, log)
+        finally:
+            if proc.poll() is None:
+                stop(proc)
+        assert done[0] > 200
+    proc = start(s, log)
+    try:
+        wait_replay_matches(s)
+    finally:
+        stop(proc)
+    keys = snapshot_keys(s.changelog)
+    assert len(keys) == len(set(keys)), "a chunk was emitted twice into the Delta change log"
+    assert len(keys) > ROWS * 0.8
+    assert len(s.notifications("COMPLETED")) == 1
+    assert "incremental snapshot" in log.read_text() and "in progress" in log.read_text()
+
+
+def conditions_stop_pause_keyless(s: Setup, tmp_path: Path) -> None:
+    """additional-conditions restrict the rows; a keyless table is refused (and accepted with a
+    surrogate-key); pause holds the snapshot and resume continues it; stop-snapshot ends it."""
+    n = 6000
+    _prepare(s, rows=n)
+    s.sql("CREATE TABLE nokey (n int, v varchar(20))")
+    s.sql("INSERT INTO nokey VALUES " + ", ".join(f"({i}, 'v{i}')" for i in range(1, 51)))
+    log = tmp_path / "connector.log"
+    proc = start(s, log)
+    try:
+        # additional-conditions: only qty < 10 (the filter is checked and re-rendered by sqlglot)
+        s.source_signal(
+            "inc-cond",
+            "execute-snapshot",
+            {
+                "data-collections": [f"{s.ns}.bench"],
+                "additional-conditions": [{"data-collection": f"{s.ns}.bench", "filter": "qty < 10"}],
+            },
+        )
+        wait_completed(s, 1, log)
+        reads = [cdc.payload(r)["after"] for r in bench_records(s.jsonl) if cdc.payload(r)["op"] == "r"]
+        assert reads and all(a["qty"] < 10 for a in reads)
+        expected = [i for i in range(1, n + 1) if i % 100 < 10]
+        assert sorted(a["id"] for a in reads if a["id"] > 0) == expected  # (and the marks: qty 0)
+
+        # a table without a primary key: refused with a clear error notification
+        s.cli_signal("execute-snapshot", "--tables", f"{s.ns}.nokey")
+        wait_until(lambda: s.errors(), 60, "the keyless table refused")
+        message = s.errors()[0]["additional_data"]["message"]
+        assert "has no primary key" in message and "surrogate-key" in message
+        # ... and taken with a surrogate key
+        s.cli_signal("execute-snapshot", "--tables", f"{s.ns}.nokey", "--surrogate-key", "n")
+        wait_completed(s, 2, log)
+        nokey = [cdc.payload(r) for r in cdc.read_jsonl(s.jsonl) if r["topic"].endswith(".nokey")]
+        assert sorted(p["after"]["n"] for p in nokey if p["op"] == "r") == list(range(1, 51))
+
+        # pause: no chunk is emitted while paused; resume: the snapshot goes on; stop: it ends
+        before = len(snapshot_keys(s.changelog))
+        s.source_signal("inc-all", "execute-snapshot", {"data-collections": [f"{s.ns}.bench"]})
+        wait_until(lambda: len(snapshot_keys(s.changelog)) > before, 60, "the third snapshot started")
+        s.source_signal("inc-pause", "pause-snapshot", {})
+        wait_until(lambda: s.notifications("PAUSED"), 60, "paused")
+        held = len(snapshot_keys(s.changelog))
+        s.sql("INSERT INTO bench VALUES (%s, 'after pause', 1, 'x')", (10**8,))
+        wait_until(
+            lambda: any(
+                cdc.payload(r).get("after", {}) and cdc.payload(r)["after"]["id"] == 10**8
+                for r in bench_records(s.jsonl)
+                if r["value"]
+            ),
+            60,
+            "a change streamed while paused",
+        )
+        assert len(snapshot_keys(s.changelog)) <= held + 600  # the chunk read then, and the one ahead
+        held = len(snapshot_keys(s.changelog))
+        s.cli_signal("resume-snapshot")
+        wait_until(lambda: s.notifications("RESUMED"), 60, "resumed")
+        wait_until(lambda: len(snapshot_keys(s.changelog)) >= held + 300, 60, "a chunk after the resume")
+        s.source_signal("inc-stop", "stop-snapshot", {"type": "incremental"})
+        wait_until(lambda: s.notifications("ABORTED"), 60, "stopped")
+        stopped = len(snapshot_keys(s.changelog))
+        s.sql("INSERT INTO bench VALUES (%s, 'after stop', 1, 'x')", (10**8 + 1,))
+        wait_until(
+            lambda: any(
+                cdc.payload(r).get("after", {}) and cdc.payload(r)["after"]["id"] == 10**8 + 1
+                for r in bench_records(s.jsonl)
+                if r["value"]
+            ),
+            60,
+            "a change streamed after the stop",
+        )
+        assert len(snapshot_keys(s.changelog)) <= stopped + 300
+        assert len(s.notifications("COMPLETED")) == 2  # the stopped snapshot never completed
+    finally:
+        stop(proc)

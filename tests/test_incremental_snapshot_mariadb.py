@@ -1,0 +1,50 @@
+"""Incremental snapshots on MariaDB, end to end: the scenarios of tests/incremental_cases.py
+(source and Delta channels under writes, SIGKILL mid-snapshot, additional-conditions / stop /
+pause / resume / keyless) with the binlog connector."""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import incremental_cases as cases
+import mycdc
+import pytest
+from incremental import Setup, config_extra
+
+
+def _setup(mariadb: Any, db: str, tmp_path: Path, server_id: int, **extra: Any) -> Setup:
+    jsonl = tmp_path / "out.jsonl"
+    cfg = mycdc.write_config(
+        tmp_path / "my.properties",
+        mariadb,
+        server_id=server_id,
+        db=db,
+        sinks="jsonl,delta",
+        jsonl=jsonl,
+        signal__data__collection=f"{db}.debezium_signal",
+        **config_extra(**extra),
+    )
+    changelog = tmp_path / "warehouse" / "tm" / "changelog"
+    return Setup(cfg, jsonl, changelog, partial(mariadb.connect, database=db), "mysql", db)
+
+
+@pytest.mark.timeout(600)
+def test_snapshot_through_source_and_delta_channels(
+    mariadb: Any, mariadb_database: str, tmp_path: Path
+) -> None:
+    s = _setup(mariadb, mariadb_database, tmp_path, 7301)
+    cases.both_channels(s, tmp_path)
+
+
+@pytest.mark.timeout(900)
+def test_sigkill_mid_snapshot(mariadb: Any, mariadb_database: str, tmp_path: Path) -> None:
+    s = _setup(mariadb, mariadb_database, tmp_path, 7302, **cases.SIGKILL_SETTINGS)
+    cases.sigkill_mid_snapshot(s, tmp_path, trials=3)
+
+
+@pytest.mark.timeout(600)
+def test_conditions_stop_pause_keyless(mariadb: Any, mariadb_database: str, tmp_path: Path) -> None:
+    s = _setup(mariadb, mariadb_database, tmp_path, 7303, **cases.CONDITIONS_SETTINGS)
+    cases.conditions_stop_pause_keyless(s, tmp_path)

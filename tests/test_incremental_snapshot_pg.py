@@ -1,0 +1,56 @@
+"""Incremental snapshots on PostgreSQL, end to end: `tidemark run` with the jsonl and delta sinks,
+the signal table captured, a steady mixed write load on `bench`, snapshots requested through the
+source channel and the Delta channel (`tidemark signal`), SIGKILL mid-snapshot, and the
+additional-conditions / stop / pause / resume / keyless cases. The scenarios are shared with
+MariaDB (tests/incremental_cases.py)."""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import incremental_cases as cases
+import pgcdc
+import pytest
+from incremental import Setup, config_extra
+
+
+def _setup(pg: Any, db: str, tmp_path: Path, slot: str, **extra: Any) -> Setup:
+    jsonl = tmp_path / "out.jsonl"
+    cfg = pgcdc.write_config(
+        tmp_path / "pg.properties",
+        pg,
+        slot=slot,
+        dbname=db,
+        sinks="jsonl,delta",
+        jsonl=jsonl,
+        signal__data__collection="public.debezium_signal",
+        **config_extra(**extra),
+    )
+    return Setup(
+        cfg,
+        jsonl,
+        tmp_path / "warehouse" / "tm" / "changelog",
+        partial(pg.connect, dbname=db),
+        "postgres",
+        "public",
+    )
+
+
+@pytest.mark.timeout(600)
+def test_snapshot_through_source_and_delta_channels(pg: Any, pg_database: str, tmp_path: Path) -> None:
+    s = _setup(pg, pg_database, tmp_path, "incpg1")
+    cases.both_channels(s, tmp_path)
+
+
+@pytest.mark.timeout(900)
+def test_sigkill_mid_snapshot(pg: Any, pg_database: str, tmp_path: Path) -> None:
+    s = _setup(pg, pg_database, tmp_path, "incpg2", **cases.SIGKILL_SETTINGS)
+    cases.sigkill_mid_snapshot(s, tmp_path, trials=3)
+
+
+@pytest.mark.timeout(600)
+def test_conditions_stop_pause_keyless(pg: Any, pg_database: str, tmp_path: Path) -> None:
+    s = _setup(pg, pg_database, tmp_path, "incpg3", **cases.CONDITIONS_SETTINGS)
+    cases.conditions_stop_pause_keyless(s, tmp_path)

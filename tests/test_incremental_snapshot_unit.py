@@ -1,0 +1,78 @@
+"""Incremental snapshot pieces without a database: the progress as it rides in the offsets, the
+chunk SQL, and the staging table (real Delta tables in a temporary warehouse). The end-to-end
+behaviour is in tests/test_incremental_snapshot_{pg,mariadb}.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from connectors.snapshot.incremental import PREFIX, Progress, strip
+from connectors.snapshot.incremental_read import ChunkQuery, ChunkRows, chunk_select, dedup_values
+from connectors.snapshot.incremental_staging import ChunkMeta, Staging
+
+
+def test_progress_rides_in_the_offset_under_debeziums_keys() -> None:
+    p = Progress(
+        "abc123",
+        "sig-1",
+        [
+            {"id": "public.a", "condition": "qty < 10", "surrogate_key": None},
+            {"id": "public.b", "condition": None, "surrogate_key": "n"},
+        ],
+        max_key=["900"],
+        last_key=["512"],
+        table_rows=512,
+        chunk_seq=3,
+        window_open=True,
+        window_keys=[["public.a", '{"id":7}']],
+        paused=True,
+        signals=["source:x"],
+    )
+    offset = {"lsn": 5, **p.to_offset()}
+    assert set(offset) == {
+        "lsn",
+        f"{PREFIX}collections",
+        f"{PREFIX}primary_key",
+        f"{PREFIX}maximum_key",
+        f"{PREFIX}correlation_id",
+        f"{PREFIX}tidemark",
+    }
+    assert '"incremental_snapshot_collections_id":"public.a"' in offset[f"{PREFIX}collections"]
+    assert Progress.from_offset(offset) == p
+    assert p.chunk_id == "abc123-3"
+    assert strip(offset) == {"lsn": 5}
+    assert Progress.from_offset({"lsn": 5}) is None and strip({"lsn": 5}) == {"lsn": 5}
+
+
+def test_chunk_select_bounds_like_debezium() -> None:
+    q = ChunkQuery("t", ["a", "b"], ["1", "x"], ["9", "z"], "qty < 10", 100)
+    sql = chunk_select(q, "*", '"s"."t"', ['"a"', '"b"'], lambda i, v: f"'{v}'")
+    assert sql == (
+        """SELECT * FROM "s"."t" WHERE (("a" > '1') OR ("a" = '1' AND "b" > 'x'))"""
+        """ AND NOT (("a" > '9') OR ("a" = '9' AND "b" > 'z')) AND (qty < 10) ORDER BY "a", "b" LIMIT 100"""
+    )
+    first = chunk_select(ChunkQuery("t", ["a"], None, ["9"], None, 5), "*", "t", ["a"], lambda i, v: v)
+    assert first == "SELECT * FROM t WHERE NOT ((a > 9)) ORDER BY a LIMIT 5"
+
+
+def test_dedup_values_key_or_surrogate() -> None:
+    rows = ChunkRows(['{"id": 1}', None], ['{"id":1,"n":5}', '{"id":null,"n":6}'], ["6"])
+    assert dedup_values(rows, "n") == ['{"id":1}', "6"]
+
+
+def test_staging_round_trip_and_cleanup(tmp_path: Path) -> None:
+    st = Staging(tmp_path, "c1")
+    assert st.read("s1-0") is None
+    meta = ChunkMeta("public.a", ["2"], ["9"], 2, ["public.z"])
+    st.write("s1-0", meta, ['{"id":1}', '{"id":2}'], ['{"id":1}', '{"id":2}'], ['{"id":1}', '{"id":2}'])
+    st.write("s1-1", ChunkMeta(None, None, None, 0, ["public.a"]), [], [], [])
+    Staging(tmp_path, "c2").write("s1-0", meta, [None], ["{}"], ["null"])  # another connector
+    got = Staging(tmp_path, "c1").read("s1-0")
+    assert got is not None and got.meta == meta
+    assert got.keys == ['{"id":1}', '{"id":2}'] and got.afters == ['{"id":1}', '{"id":2}']
+    empty = st.read("s1-1")
+    assert empty is not None and empty.afters == [] and empty.meta.table is None
+    st.write("s2-0", meta, [], [], [])
+    st.drop_other_snapshots("s2")
+    assert st.read("s1-0") is None and st.read("s2-0") is not None
+    assert Staging(tmp_path, "c2").read("s1-0") is not None  # other connectors' rows stay
