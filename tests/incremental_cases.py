@@ -92,7 +92,9 @@ def sigkill_mid_snapshot(s: Setup, tmp_path: Path, *, trials: int) -> None:
             for t in range(trials):
                 got = len(snapshot_keys(s.changelog))
                 at = got + rnd.randint(200, max(201, (ROWS * 6 // 10 - got) // (trials - t + 1)))
-                wait_until(lambda a=at: len(snapshot_keys(s.changelog)) >= a, 180, f"{at} rows snapshotted")
+                wait_until(
+                    lambda a=at: len(snapshot_keys(s.changelog)) >= a, 480, f"{at} rows snapshotted"
+                )  # CI load
                 assert not s.notifications("COMPLETED"), "the snapshot ended before the kill"
                 cdc._sigkill(proc)
                 proc = start(s, log)
