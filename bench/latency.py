@@ -12,7 +12,9 @@ becomes visible in the sink:
 
   jsonl   a loop reading the file's new bytes (every ``--poll-ms``)
   kafka   the record's Kafka timestamp: CreateTime, when Tidemark's sink handed it to the Kafka
-          client (its acks=all flush follows; tansu cannot serve a tailing consumer in time)
+          client (its acks=all flush follows; tansu cannot serve a tailing consumer in time).
+          Whole milliseconds, and the record may be produced before the generator's COMMIT call
+          has returned, so a sub-millisecond figure can come out slightly negative.
   delta   the change-log table's next `_delta_log/<version>.json` appearing (every ``--poll-ms``),
           then the commit's new rows read
   debezium  its Python handler being called with the batch (before any sink)
