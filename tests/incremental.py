@@ -27,6 +27,8 @@ from connectors.signals.notify import read_notifications
 ROWS = int(os.environ.get("TIDEMARK_INCREMENTAL_TEST_ROWS", "20000"))
 SIGNAL_DDL = "CREATE TABLE debezium_signal (id varchar(64) PRIMARY KEY, type varchar(32) NOT NULL, data text)"
 INCREMENTAL = "Incremental Snapshot"
+# SIGKILLs per connector in the kill tests (the run: 5).
+TRIALS = int(os.environ.get("TIDEMARK_INCREMENTAL_TEST_TRIALS", "3"))
 WRITE_RATE = int(os.environ.get("TIDEMARK_INCREMENTAL_TEST_WRITES", "300"))  # writes/s during the tests
 
 

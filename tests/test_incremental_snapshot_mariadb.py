@@ -11,7 +11,7 @@ from typing import Any
 import incremental_cases as cases
 import mycdc
 import pytest
-from incremental import Setup, config_extra
+from incremental import TRIALS, Setup, config_extra
 
 
 def _setup(mariadb: Any, db: str, tmp_path: Path, server_id: int, **extra: Any) -> Setup:
@@ -41,7 +41,7 @@ def test_snapshot_through_source_and_delta_channels(
 @pytest.mark.timeout(900)
 def test_sigkill_mid_snapshot(mariadb: Any, mariadb_database: str, tmp_path: Path) -> None:
     s = _setup(mariadb, mariadb_database, tmp_path, 7302, **cases.SIGKILL_SETTINGS)
-    cases.sigkill_mid_snapshot(s, tmp_path, trials=3)
+    cases.sigkill_mid_snapshot(s, tmp_path, trials=TRIALS)
 
 
 @pytest.mark.timeout(600)

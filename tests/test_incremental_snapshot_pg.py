@@ -13,7 +13,7 @@ from typing import Any
 import incremental_cases as cases
 import pgcdc
 import pytest
-from incremental import Setup, config_extra
+from incremental import TRIALS, Setup, config_extra
 
 
 def _setup(pg: Any, db: str, tmp_path: Path, slot: str, **extra: Any) -> Setup:
@@ -47,7 +47,7 @@ def test_snapshot_through_source_and_delta_channels(pg: Any, pg_database: str, t
 @pytest.mark.timeout(900)
 def test_sigkill_mid_snapshot(pg: Any, pg_database: str, tmp_path: Path) -> None:
     s = _setup(pg, pg_database, tmp_path, "incpg2", **cases.SIGKILL_SETTINGS)
-    cases.sigkill_mid_snapshot(s, tmp_path, trials=3)
+    cases.sigkill_mid_snapshot(s, tmp_path, trials=TRIALS)
 
 
 @pytest.mark.timeout(600)
