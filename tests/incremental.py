@@ -29,6 +29,8 @@ SIGNAL_DDL = "CREATE TABLE debezium_signal (id varchar(64) PRIMARY KEY, type var
 INCREMENTAL = "Incremental Snapshot"
 # SIGKILLs per connector in the kill tests (the issue's run: 5).
 TRIALS = int(os.environ.get("TIDEMARK_INCREMENTAL_TEST_TRIALS", "3"))
+# How long a snapshot of ROWS may take: 300 s, or 200 rows/s for the big runs (a loaded machine)
+COMPLETE_S = max(300.0, ROWS / 200)
 WRITE_RATE = int(os.environ.get("TIDEMARK_INCREMENTAL_TEST_WRITES", "300"))  # writes/s during the tests
 
 
@@ -188,7 +190,7 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 _marks = iter(range(-(10**9), -(2 * 10**9), -1))
 
 
-def wait_completed(s: Setup, count: int, log: Path, timeout: float = 300) -> None:
+def wait_completed(s: Setup, count: int, log: Path, timeout: float = COMPLETE_S) -> None:
     """Until `count` snapshots sent COMPLETED, and the stream is past that point (COMPLETED is
     sent once the last close watermark is in the log: a row inserted now lands after the
     snapshot's last rows, in both sinks)."""

@@ -11,7 +11,7 @@ from typing import Any
 import incremental_cases as cases
 import mycdc
 import pytest
-from incremental import TRIALS, Setup, config_extra
+from incremental import COMPLETE_S, TRIALS, Setup, config_extra
 
 
 def _setup(mariadb: Any, db: str, tmp_path: Path, server_id: int, **extra: Any) -> Setup:
@@ -30,7 +30,7 @@ def _setup(mariadb: Any, db: str, tmp_path: Path, server_id: int, **extra: Any) 
     return Setup(cfg, jsonl, changelog, partial(mariadb.connect, database=db), "mysql", db)
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(2 * COMPLETE_S)
 def test_snapshot_through_source_and_delta_channels(
     mariadb: Any, mariadb_database: str, tmp_path: Path
 ) -> None:
@@ -38,13 +38,13 @@ def test_snapshot_through_source_and_delta_channels(
     cases.both_channels(s, tmp_path)
 
 
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(3 * COMPLETE_S)
 def test_sigkill_mid_snapshot(mariadb: Any, mariadb_database: str, tmp_path: Path) -> None:
     s = _setup(mariadb, mariadb_database, tmp_path, 7302, **cases.SIGKILL_SETTINGS)
     cases.sigkill_mid_snapshot(s, tmp_path, trials=TRIALS)
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(2 * COMPLETE_S)
 def test_conditions_stop_pause_keyless(mariadb: Any, mariadb_database: str, tmp_path: Path) -> None:
     s = _setup(mariadb, mariadb_database, tmp_path, 7303, **cases.CONDITIONS_SETTINGS)
     cases.conditions_stop_pause_keyless(s, tmp_path)

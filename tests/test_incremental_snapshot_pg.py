@@ -13,7 +13,7 @@ from typing import Any
 import incremental_cases as cases
 import pgcdc
 import pytest
-from incremental import TRIALS, Setup, config_extra
+from incremental import COMPLETE_S, TRIALS, Setup, config_extra
 
 
 def _setup(pg: Any, db: str, tmp_path: Path, slot: str, **extra: Any) -> Setup:
@@ -38,19 +38,19 @@ def _setup(pg: Any, db: str, tmp_path: Path, slot: str, **extra: Any) -> Setup:
     )
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(2 * COMPLETE_S)
 def test_snapshot_through_source_and_delta_channels(pg: Any, pg_database: str, tmp_path: Path) -> None:
     s = _setup(pg, pg_database, tmp_path, "incpg1")
     cases.both_channels(s, tmp_path)
 
 
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(3 * COMPLETE_S)
 def test_sigkill_mid_snapshot(pg: Any, pg_database: str, tmp_path: Path) -> None:
     s = _setup(pg, pg_database, tmp_path, "incpg2", **cases.SIGKILL_SETTINGS)
     cases.sigkill_mid_snapshot(s, tmp_path, trials=TRIALS)
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(2 * COMPLETE_S)
 def test_conditions_stop_pause_keyless(pg: Any, pg_database: str, tmp_path: Path) -> None:
     s = _setup(pg, pg_database, tmp_path, "incpg3", **cases.CONDITIONS_SETTINGS)
     cases.conditions_stop_pause_keyless(s, tmp_path)
