@@ -22,7 +22,12 @@ from connectors.settings.filters import ColumnRules, TableFilters
 from connectors.settings.model import PostgresSettings
 from connectors.snapshot.incremental_read import ChunkQuery, ChunkRows, SignalRows, chunk_select, texts_of
 from connectors.sources.postgres.connection import PgConnParams, connect
-from connectors.sources.postgres.snapshot_read import SnapshotColumns, conninfo, read_batches
+from connectors.sources.postgres.snapshot_read import (
+    SnapshotColumns,
+    conninfo,
+    read_batches,
+    snapshot_connection,
+)
 from connectors.sources.postgres.tables import TableCache
 from connectors.sources.postgres.types import TypeModes
 
@@ -44,10 +49,13 @@ class PgChunkSource(SignalRows):
             snapshot=True,
         )
         self._tables: dict[str, tuple[TableSchema, SnapshotColumns] | None] = {}
+        self._reader: Any = None  # the chunk reads' ADBC connection, opened on the first read
         schema, _, name = signal_table.partition(".")
         self._signal = f"{self._q(schema)}.{self._q(name)}"
 
     def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
         self.conn.close()
 
     def _q(self, ident: str) -> str:
@@ -108,12 +116,14 @@ class PgChunkSource(SignalRows):
         afters: list[str] = []
         last: list[Any] | None = None
         n = len(q.key)
+        if self._reader is None:
+            self._reader = snapshot_connection(conninfo(self.src), self.params.initial_statements)
         for batch in read_batches(
             conninfo(self.src),
             query,
             snapshot=None,
             fetch_rows=max(q.limit, 1),
-            initial_statements=self.params.initial_statements,
+            connection=self._reader,
         ):
             if batch.num_rows == 0:
                 continue

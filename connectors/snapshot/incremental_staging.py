@@ -7,11 +7,18 @@ watermark. A chunk is identified by `<snapshot id>-<chunk number>`, so after a c
 chunk number finds what was staged before (the replayed stream then emits exactly the rows it
 emitted the first time). Partitioned by connector and chunk: a chunk's read touches one file.
 A snapshot's rows are deleted when the next snapshot of the connector starts.
+
+The reader and the engine are threads of one process, so the last chunks written are also kept
+in memory (`CACHED` chunks, each one chunk of rows): the engine takes them from there and reads
+the table only after a restart. A read from the table opens only the chunk's own Parquet files
+(pruned by partition in the Delta log): building a dataset over every staged file made each
+chunk cost more than the one before (measured: 60% of the reader's time at 300 chunks).
 """
 
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +29,9 @@ import pyarrow as pa
 
 from connectors.signals.tables import TABLE_CONFIGURATION, state_uri
 from connectors.state.storage import storage_error
+
+CACHED = 4  # chunks kept in memory after their write (the reader runs one chunk ahead)
+CHECKPOINT_EVERY = 50  # commits between Delta checkpoints of the staging table
 
 SCHEMA = pa.schema(
     [
@@ -69,6 +79,7 @@ class Staging:
         self.connector = connector
         self._dt: Any = None
         self._lock = threading.Lock()
+        self._recent: OrderedDict[str, StagedChunk] = OrderedDict()
 
     def _table(self) -> Any:
         from deltalake import DeltaTable
@@ -120,19 +131,37 @@ class Staging:
                     )
                 else:
                     write_deltalake(dt, data, mode="append", partition_by=["connector", "chunk"])
+                    if dt.version() % CHECKPOINT_EVERY == 0:
+                        # a commit a chunk: without checkpoints each commit replays a longer log
+                        dt.create_checkpoint()
             except (DeltaError, OSError) as e:
                 raise storage_error(e, self.uri, "the incremental snapshot staging table") from None
+            # committed: from now on the chunk may be read, from memory while it is recent
+            self._recent[chunk] = StagedChunk(meta, list(keys), list(afters), list(dedup))
+            self._recent[chunk].meta = ChunkMeta.from_json(meta.to_json())  # not the caller's
+            while len(self._recent) > CACHED:
+                self._recent.popitem(last=False)
 
     def read(self, chunk: str) -> StagedChunk | None:
         """The staged chunk, or None when nothing was staged under that id."""
         with self._lock:
+            cached = self._recent.get(chunk)
+            if cached is not None:  # a copy: the reader and the engine each advance their own
+                return StagedChunk(
+                    ChunkMeta.from_json(cached.meta.to_json()),
+                    list(cached.keys),
+                    list(cached.afters),
+                    list(cached.dedup),
+                )
             try:
                 dt = self._table()
                 if dt is None:
                     return None
+                # `partitions` prunes the files in the Delta log first (`filters` would build a
+                # dataset over every staged file and filter it)
                 t = dt.to_pyarrow_table(
+                    partitions=[("connector", "=", self.connector), ("chunk", "=", chunk)],
                     columns=["kind", "ord", "key", "after", "dedup", "meta"],
-                    filters=[("connector", "=", self.connector), ("chunk", "=", chunk)],
                 )
             except OSError as e:
                 raise storage_error(e, self.uri, "the incremental snapshot staging table") from None
@@ -160,5 +189,7 @@ class Staging:
                 conn = self.connector.replace("'", "''")
                 prefix = keep.replace("'", "''")
                 dt.delete(f"connector = '{conn}' AND NOT starts_with(chunk, '{prefix}-')")
+                for c in [c for c in self._recent if not c.startswith(keep + "-")]:
+                    del self._recent[c]
             except (DeltaError, OSError) as e:
                 raise storage_error(e, self.uri, "the incremental snapshot staging table") from None

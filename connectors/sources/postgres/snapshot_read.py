@@ -136,6 +136,35 @@ def _translate(exc: Exception, uri: str, what: str, snapshot: str | None) -> Tid
     return TerminalError(f"{what}: {first}")
 
 
+def snapshot_connection(conninfo: str, initial_statements: Sequence[str] = ()) -> Any:
+    """An ADBC connection for `read_batches`, with `initial_statements` (database.initial.statements)
+    run on it, as on every Debezium JDBC connection. Errors are `TerminalError` /
+    `TransientError`; no message holds the password or a statement."""
+    import adbc_driver_postgresql.dbapi as adbc  # the `spark` extra: imported only where used
+
+    try:
+        conn = adbc.connect(conninfo, autocommit=True)
+    except Exception as exc:
+        raise _translate(exc, conninfo, "connecting for a snapshot read", None) from None
+    try:
+        with conn.cursor() as cur:
+            for i, stmt in enumerate(initial_statements, 1):
+                try:
+                    cur.execute(stmt)
+                except Exception as exc:
+                    # neither the statement nor the server's message (it may quote it) is shown
+                    raise TerminalError(
+                        f"database.initial.statements: statement {i} of {len(initial_statements)} "
+                        f"failed on the snapshot connection "
+                        f"(SQLSTATE {getattr(exc, 'sqlstate', None) or 'unknown'})",
+                        "run that statement in psql as the connector's user to see the server's message",
+                    ) from None
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
 def read_batches(
     conninfo: str,
     sql: str,
@@ -144,40 +173,28 @@ def read_batches(
     fetch_rows: int,
     initial_statements: Sequence[str] = (),
     read_ahead: int = 0,
+    connection: Any = None,
 ) -> Iterator[pa.RecordBatch]:
     """Run `sql` in a read-only REPEATABLE READ transaction (inside the exported `snapshot`
     when given) and yield its rows as record batches of at most `fetch_rows` rows, streamed:
     memory holds one network batch of ADBC's (sized from `fetch_rows`) and the batch yielded.
-    `initial_statements` (database.initial.statements) run first, as on every Debezium JDBC
-    connection. `read_ahead` > 0: that many batches are fetched by a background thread while
-    the caller encodes (off by default: no gain measured on a busy 2-core machine, where the
-    server and other tasks take the cores). Errors are `TerminalError` / `TransientError`; no
-    message holds the password."""
-    import adbc_driver_postgresql.dbapi as adbc  # the `spark` extra: imported only where used
-
+    The connection is `connection` (one of `snapshot_connection`, kept open: a connect costs an
+    ADBC type lookup, measured at a quarter of an incremental chunk's read) or a new one with
+    `initial_statements` run first, closed at the end. `read_ahead` > 0: that many batches are
+    fetched by a background thread while the caller encodes (off by default: no gain measured
+    on a busy 2-core machine, where the server and other tasks take the cores). Errors are
+    `TerminalError` / `TransientError`; no message holds the password."""
     if snapshot is not None and not _SNAPSHOT_ID.fullmatch(snapshot):
         raise TerminalError(f"not an exported snapshot id: {snapshot!r}")
     what = "snapshot read"
-    try:
-        conn = adbc.connect(conninfo, autocommit=True)
-    except Exception as exc:
-        raise _translate(exc, conninfo, "connecting for a snapshot read", None) from None
+    conn = connection if connection is not None else snapshot_connection(conninfo, initial_statements)
     try:
         cur = conn.cursor()
         # ADBC sizes its batches in bytes: ~256 bytes a row keeps one under fetch_rows for
         # typical rows, and bounds memory by the fetch size whatever the table's size.
         hint = max(1 << 16, min(fetch_rows * 256, 1 << 27))
         cur.adbc_statement.set_options(**{"adbc.postgresql.batch_size_hint_bytes": str(hint)})
-        for i, stmt in enumerate(initial_statements, 1):
-            try:
-                cur.execute(stmt)
-            except Exception as exc:
-                # neither the statement nor the server's message (it may quote it) is shown
-                raise TerminalError(
-                    f"database.initial.statements: statement {i} of {len(initial_statements)} failed "
-                    f"on the snapshot connection (SQLSTATE {getattr(exc, 'sqlstate', None) or 'unknown'})",
-                    "run that statement in psql as the connector's user to see the server's message",
-                ) from None
+        committed = False
         try:
             for name, value in SESSION_SETTINGS:
                 cur.execute(f"SET {name} = '{value}'")
@@ -190,20 +207,27 @@ def read_batches(
                 for start in range(0, batch.num_rows, fetch_rows):
                     yield batch.slice(start, fetch_rows)
             cur.execute("COMMIT")
+            committed = True
         except TidemarkError:
             raise
         except Exception as exc:
             raise _translate(exc, conninfo, what, snapshot) from None
         finally:
+            if not committed and connection is not None:
+                try:  # a kept connection must not stay inside this transaction
+                    cur.execute("ROLLBACK")
+                except Exception:  # noqa: BLE001 - the caller drops a broken connection
+                    log.debug("rolling back the snapshot read failed", exc_info=True)
             try:
                 cur.close()
             except Exception:  # noqa: BLE001 - closing after a failure: the first error is the one to see
                 log.debug("closing the snapshot cursor failed", exc_info=True)
     finally:
-        try:
-            conn.close()
-        except Exception:  # noqa: BLE001 - as above
-            log.debug("closing the snapshot connection failed", exc_info=True)
+        if connection is None:
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001 - as above
+                log.debug("closing the snapshot connection failed", exc_info=True)
 
 
 _END = object()
