@@ -55,13 +55,15 @@ def run_debezium(
     allow_fewer: bool = False,
     until_topic: str | None = None,
     until_snapshot_last: bool = False,
+    until_reads: int | None = None,
 ) -> list[dict]:
     """Run Debezium on ``props`` (plain connector properties) and return the records written to
     ``out`` by this run (the file is truncated first). Raises DebeziumRunError if the child fails
     or, when ``expected`` is given, if fewer records arrived before the deadline (unless
     ``allow_fewer``: the caller compares the records itself). ``until_topic``: also stop 1 s
     after a record whose topic ends with it arrived. ``until_snapshot_last``: also stop 1 s after
-    the record whose ``source.snapshot`` is ``last`` arrived."""
+    the record whose ``source.snapshot`` is ``last`` arrived. ``until_reads``: also stop 2 s
+    after that many ``op: r`` records arrived (an incremental snapshot's rows)."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("")
@@ -92,6 +94,8 @@ def run_debezium(
         cmd += ["--until-topic", until_topic]
     if until_snapshot_last:
         cmd += ["--until-snapshot-last"]
+    if until_reads is not None:
+        cmd += ["--until-reads", str(until_reads)]
     for opt in jvm_opts or ["-Xmx512m"]:
         cmd += ["--jvm-opt=" + opt]
     with open(log_path, "w") as lf:
@@ -202,7 +206,7 @@ def _child(a: argparse.Namespace) -> int:
 
     props = json.loads(Path(a.props).read_text())
     out = open(a.out, "a")  # noqa: SIM115 - closed explicitly before os._exit
-    seen = {"n": 0, "last": time.time(), "until": False, "snapshot_last": False}
+    seen = {"n": 0, "last": time.time(), "until": False, "snapshot_last": False, "reads": 0}
     lock = threading.Lock()
 
     class Handler(BasePythonChangeHandler):
@@ -224,6 +228,8 @@ def _child(a: argparse.Namespace) -> int:
                         seen["until"] = True
                     if a.until_snapshot_last and snapshot_mark(rec) == "last":
                         seen["snapshot_last"] = True
+                    if isinstance(rec["value"], dict) and rec["value"].get("payload", {}).get("op") == "r":
+                        seen["reads"] += 1
             out.flush()
             seen["last"] = time.time()
 
@@ -260,6 +266,9 @@ def _child(a: argparse.Namespace) -> int:
         if seen["snapshot_last"] and time.time() - seen["last"] > 1.0:
             reason = "snapshot done"
             break
+        if a.until_reads is not None and seen["reads"] >= a.until_reads and time.time() - seen["last"] > 2.0:
+            reason = "reads"
+            break
         if n and time.time() - seen["last"] > a.idle:
             reason = "idle"
             break
@@ -289,6 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--expected", type=int)
     ap.add_argument("--until-topic")
     ap.add_argument("--until-snapshot-last", action="store_true")
+    ap.add_argument("--until-reads", type=int)
     ap.add_argument("--jvm-opt", action="append")
     a = ap.parse_args(argv)
     if a.child:
