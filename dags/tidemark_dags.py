@@ -174,6 +174,9 @@ def snapshot_dag(cf: ConnectorFile, cron: str | None) -> DAG:
             start_task_ids=["initial_snapshot", "send_signal"],
             trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS,
             outlets=[asset] if asset is not None else [],
+            # See TidemarkSnapshotSensor: a retry ends the run Airflow's deferral race failed.
+            retries=2,
+            retry_delay=timedelta(seconds=5),
         )
         branch >> [initial, signal]
         [initial, signal] >> wait

@@ -2,8 +2,8 @@
 
 - `TidemarkStreamOperator`: `tidemark run` as a child process (see `execute` for why), its
   output in the task log line by line with the connector's name, health to `_state/status`
-  every few seconds, SIGTERM to it when Airflow stops the task (it finishes the batch in flight
-  and stores the offset).
+  every few seconds, SIGTERM to it when Airflow stops the task or the task process dies (it
+  finishes the batch in flight and stores the offset; see `_connector_child`).
 - `TidemarkSnapshotSubmitOperator`: the initial snapshot job through `SparkSubmitOperator`.
 - `check_snapshot_request` / `send_snapshot_signal`: the snapshot DAG's form values checked
   against the captured tables, and the `execute-snapshot` signal to the Delta signal channel.
@@ -13,10 +13,12 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
@@ -47,6 +49,43 @@ def _venv_env() -> dict[str, str]:
     `tidemark` are found whatever PATH the worker was started with."""
     bindir = str(Path(sys.executable).parent)
     return {"PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _prctl() -> Any:
+    """libc's prctl, looked up in the parent (no dlopen between fork and exec), or None."""
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # not Linux: no parent-death signal, on_kill still stops it
+        return None
+
+
+def _connector_child(parent: int, prctl: Any) -> None:
+    """Runs in the connector's process before it execs (Popen's preexec_fn).
+
+    Airflow's task supervisor stops a task (marked from the UI, or its heartbeat refused) with
+    SIGTERM to the task's whole process group and SIGKILL to it 5 s later: a connector in that
+    group could be killed while it commits its last batch. So the connector gets a process
+    group of its own (only the operator's `on_kill` stops it) and the kernel sends it SIGTERM
+    when the task process goes away in any way (PR_SET_PDEATHSIG): never an orphan streaming
+    next to the retry."""
+    os.setpgid(0, 0)
+    if prctl is None:
+        return
+    prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM))
+    if os.getppid() != parent:  # the task process died before prctl took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _exit_text(code: int) -> str:
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"stopped with exit code {code}"
 
 
 class TidemarkStreamOperator(BaseOperator):
@@ -92,6 +131,7 @@ class TidemarkStreamOperator(BaseOperator):
             if until:
                 cmd.append("--until-caught-up")
             self.log.info("connector %s (%s): %s", cfg.name, path, " ".join(cmd[3:]))
+            parent, prctl = os.getpid(), _prctl()
             self._proc = subprocess.Popen(
                 cmd,
                 stdout=subprocess.PIPE,
@@ -99,7 +139,9 @@ class TidemarkStreamOperator(BaseOperator):
                 text=True,
                 bufsize=1,
                 env={**os.environ, **_venv_env()},
+                preexec_fn=lambda: _connector_child(parent, prctl),
             )
+            self.log.info("connector %s: pid %d", cfg.name, self._proc.pid)
             errors: list[str] = []
             assert self._proc.stdout is not None
             for line in self._proc.stdout:
@@ -110,24 +152,31 @@ class TidemarkStreamOperator(BaseOperator):
             code = self._proc.wait()
         if code != 0:
             raise AirflowException(
-                f"connector {cfg.name} stopped with exit code {code}: "
+                f"connector {cfg.name} {_exit_text(code)}: "
                 + (" ".join(errors) or "see the log above")
+                + " (Airflow retries the task with backoff; it resumes from the stored offset)"
             )
         return {"connector": cfg.name, "until_caught_up": until}
 
     def on_kill(self) -> None:
         """Airflow stops the task: SIGTERM, so the connector finishes its batch and stores the
-        offset; SIGKILL only if it has not stopped within `stop_timeout`."""
+        offset. No waiting here (this runs in a signal handler): `execute` keeps copying the
+        connector's last log lines into the task log until it exits; a watchdog SIGKILLs it if
+        it has not stopped within `stop_timeout`."""
         proc = self._proc
         if proc is None or proc.poll() is not None:
             return
         self.log.info("stopping the connector (SIGTERM to pid %d)", proc.pid)
         proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(self.stop_timeout)
-        except subprocess.TimeoutExpired:
-            self.log.warning("the connector did not stop within %.0fs: SIGKILL", self.stop_timeout)
-            proc.kill()
+
+        def watchdog() -> None:
+            try:
+                proc.wait(self.stop_timeout)
+            except subprocess.TimeoutExpired:
+                self.log.warning("the connector did not stop within %.0fs: SIGKILL", self.stop_timeout)
+                proc.kill()
+
+        threading.Thread(target=watchdog, name="tidemark-stop-watchdog", daemon=True).start()
 
 
 # --------------------------------------------------------------------------- snapshots
@@ -263,7 +312,12 @@ def send_snapshot_signal(cfg: ConnectorConfig, request: Mapping[str, Any]) -> di
 
 
 class TidemarkSnapshotSensor(BaseOperator):
-    """Defers until the snapshot that the upstream task started has ended (see the trigger)."""
+    """Defers until the snapshot that the upstream task started has ended (see the trigger).
+
+    Give it a retry or two: Airflow 3.3 can fail a deferred task whose trigger fires before the
+    scheduler has taken in the deferral (a stale "success" of the deferring attempt is taken
+    for a state change from outside; apache/airflow#67287, #72716). The retry finds the
+    notification at once and succeeds without deferring."""
 
     ui_color = "#f0e4ec"
 
@@ -282,16 +336,21 @@ class TidemarkSnapshotSensor(BaseOperator):
         self.wait_timeout = timeout
         self.poll_interval = poll_interval
 
-    def execute(self, context: Any) -> None:
-        from tidemark_airflow.triggers import NotificationTrigger
+    def execute(self, context: Any) -> dict[str, Any]:
+        from tidemark_airflow.triggers import NotificationTrigger, outcome
 
         pulled = context["ti"].xcom_pull(task_ids=self.start_task_ids)
         starts = [x for x in (pulled if isinstance(pulled, list) else [pulled]) if x]
         if not starts:
             raise AirflowException(f"none of {self.start_task_ids} started a snapshot")
         cfg = parse_config(Path(self.connector_file))
+        trigger = NotificationTrigger(str(cfg.warehouse), cfg.name, dict(starts[0]), self.poll_interval)
+        # Already ended (a retry of this task, or a snapshot quicker than the hand-over): no deferral.
+        event = outcome(trigger._read(), trigger.match)
+        if event is not None:
+            return self.execute_complete(context, event)
         self.defer(
-            trigger=NotificationTrigger(str(cfg.warehouse), cfg.name, dict(starts[0]), self.poll_interval),
+            trigger=trigger,
             method_name="execute_complete",
             timeout=self.wait_timeout,
         )

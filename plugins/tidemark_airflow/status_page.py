@@ -2,8 +2,9 @@
 
 Every configured connector (the DAG factory's connector files) with its state, source position,
 lag, events/s, last error (from `<warehouse>/_state/status`), its newest snapshot's progress
-(chunks done/total, rows, ETA, from `_state/snapshots`), recent notifications
-(`_state/notifications`) and an events/s + lag chart of the last hour. Actions write signals to
+(chunks done/total, rows, ETA, from `_state/snapshots`), the newest incremental or blocking
+snapshot's progress (state, chunks, tables done, the key it is at; from its notifications),
+recent notifications (`_state/notifications`) and an events/s + lag chart of the last hour. Actions write signals to
 the Delta signal channel (`_state/signals`): start an incremental or blocking snapshot of chosen
 tables, pause / resume / stop the running one. It reads Delta tables only, never task logs.
 
@@ -106,21 +107,64 @@ def _snapshot(cf: ConnectorFile) -> dict[str, Any] | None:
     }
 
 
-def _notifications(cf: ConnectorFile, n: int = 20) -> list[dict[str, Any]]:
-    from connectors.signals.notify import read_notifications
+def _at(r: dict[str, Any]) -> str:
+    return datetime.fromtimestamp(r["timestamp"] / 1000, UTC).isoformat()
 
-    assert cf.cfg is not None
-    rows = read_notifications(cf.cfg.warehouse, cf.cfg.name)[-n:]
+
+def _notifications(rows: list[dict[str, Any]], n: int = 20) -> list[dict[str, Any]]:
     return [
         {
             "id": r["id"],
             "aggregate_type": r["aggregate_type"],
             "type": r["type"],
             "additional_data": r["additional_data"],
-            "at": datetime.fromtimestamp(r["timestamp"] / 1000, UTC).isoformat(),
+            "at": _at(r),
         }
-        for r in reversed(rows)
+        for r in reversed(rows[-n:])
     ]
+
+
+SIGNALLED = ("Incremental Snapshot", "Blocking Snapshot")
+ENDED = {"COMPLETED", "ABORTED"}
+
+
+def _signalled_snapshot(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The newest incremental or blocking snapshot, from its notifications (all under the
+    signal's id): its state (the newest notification's type), tables, the table being read and
+    the last / maximum key read, chunks read so far, rows of the tables done. A snapshot's size
+    is not known in advance (it reads by key up to the maximum key of the table it is on)."""
+    mine = [r for r in rows if r["aggregate_type"] in SIGNALLED]
+    if not mine:
+        return None
+    sid = mine[-1]["id"]
+    mine = [r for r in mine if r["id"] == sid]
+    last = mine[-1]
+    tables: list[str] = []
+    current: dict[str, Any] = {}
+    done: dict[str, int] = {}
+    for r in mine:
+        data = r["additional_data"]
+        if data.get("data_collections"):
+            tables = data["data_collections"].split(",")
+        if r["type"] == "IN_PROGRESS":
+            current = data
+        elif r["type"] == "TABLE_SCAN_COMPLETED":
+            done[data.get("scanned_collection", "")] = int(data.get("total_rows_scanned") or 0)
+    return {
+        "id": sid,
+        "kind": last["aggregate_type"].split()[0].lower(),
+        "state": last["type"],
+        "ended": last["type"] in ENDED,
+        "tables": tables,
+        "tables_done": sorted(done),
+        "rows_done": sum(done.values()),
+        "chunks": sum(1 for r in mine if r["type"] == "IN_PROGRESS"),
+        "current_table": None if last["type"] in ENDED else current.get("current_collection_in_progress"),
+        "last_key": current.get("last_processed_key"),
+        "maximum_key": current.get("maximum_key"),
+        "started_at": _at(mine[0]),
+        "at": _at(last),
+    }
 
 
 def _summary(cf: ConnectorFile) -> dict[str, Any]:
@@ -148,12 +192,20 @@ def connectors() -> list[dict[str, Any]]:
 
 @api.get("/connectors/{name}")
 def connector(name: str) -> dict[str, Any]:
+    from connectors.signals.notify import read_notifications
+
     cf = _find(name)
+    assert cf.cfg is not None
     status = _status(cf)
+    notes = read_notifications(cf.cfg.warehouse, cf.cfg.name)
     return (
         _summary(cf)
         | {"history": status["history"]}
-        | {"snapshot": _snapshot(cf), "notifications": _notifications(cf)}
+        | {
+            "snapshot": _snapshot(cf),
+            "signalled_snapshot": _signalled_snapshot(notes),
+            "notifications": _notifications(notes),
+        }
     )
 
 
@@ -256,7 +308,7 @@ async function refresh() {
       el.innerHTML = `<h2>${esc(c.name)} <small>${esc(c.class)} · ${esc(c.file)}</small></h2>
         <canvas width="600" height="120"></canvas><br><small><span style="color:#1f77b4">events/s</span>,
         <span style="color:#d62728">lag</span>, last hour</small>
-        <h3>Snapshot</h3><div class="snap"></div>
+        <h3>Snapshot</h3><div class="snap"></div><div class="sig-snap"></div>
         <form id="f-${esc(c.name)}" onsubmit="return false">tables <input name="tables" size="40" placeholder="public.orders,public.items">
         <select name="type"><option>incremental</option><option>blocking</option></select>
         <button data-action="execute-snapshot">start snapshot</button> <button data-action="pause-snapshot">pause</button>
@@ -273,6 +325,12 @@ async function refresh() {
       chunks <span class="chunks">${s.chunks_done}/${s.chunks_total}</span>, ${s.rows} rows
       ${s.eta_s == null ? "" : ", about " + Math.round(s.eta_s) + " s left"} <small>(${esc(s.tables.join(", "))}, started ${esc(s.started_at)})</small>`
       : "none yet";
+    const g = d.signalled_snapshot;
+    el.querySelector(".sig-snap").innerHTML = g ? `${esc(g.kind)} snapshot <code>${esc(g.id)}</code>:
+      <span class="sig-state">${esc(g.state)}</span>, <span class="sig-chunks">${g.chunks}</span> chunks,
+      tables done <span class="sig-done">${g.tables_done.length}/${g.tables.length}</span> (${g.rows_done} rows)
+      ${g.current_table ? `, reading ${esc(g.current_table)} at key ${esc(g.last_key)} of ${esc(g.maximum_key)}` : ""}
+      <small>(${esc(g.tables.join(", "))}, started ${esc(g.started_at)})</small>` : "";
     el.querySelector(".notes tbody").innerHTML = d.notifications.map(n => `<tr><td>${esc(n.at)}</td>
       <td>${esc(n.aggregate_type)}</td><td class="ntype">${esc(n.type)}</td><td><small>${esc(JSON.stringify(n.additional_data))}</small></td></tr>`).join("");
   }

@@ -1,0 +1,550 @@
+"""The stream DAG under a real, running Airflow 3 (`airflow standalone`: scheduler with the
+LocalExecutor and its task supervisor, DAG processor, triggerer and API server; SQLite metadata
+database in a temporary AIRFLOW_HOME) with a connector on the suite's PostgreSQL. Everything a
+user does goes through Airflow's REST API, as the UI does.
+
+1. An incremental snapshot requested from the snapshot DAG's form: the `execute-snapshot`
+   signal lands in `_state/signals`, the running stream task (not a test process) reads the
+   chunks, and the DAG's deferrable sensor completes on the COMPLETED notification in
+   `_state/notifications` (which the status page's API lists too). Then the same from the
+   status page in headless Chromium: its button starts one, the page shows it reach COMPLETED;
+   and a scheduled one (`tidemark.airflow.snapshot.schedule`) of the configured tables.
+2. The connector process is SIGKILLed: the stream task fails, Airflow retries it after its
+   backoff, and the retry streams on from the stored offset: no change is lost. The task
+   process is SIGKILLed (a dying worker): its connector stops cleanly, the retry streams on.
+3. The running stream task is marked failed (the UI's "Mark as failed"): Airflow's supervisor
+   stops the task, the operator's `on_kill` sends SIGTERM, and the connector stops cleanly —
+   exit code 0, the final `stopped` health row, the slot acknowledged up to the last change.
+
+The tests run in file order on one Airflow (starting it takes most of a minute).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pgcdc
+import pytest
+from cdc import delta_rows
+from harness import free_port, unique_name, wait_until
+from test_airflow_e2e import airflow_env
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+PASSWORD = "supervised-test-password"
+CHROMIUM = "/usr/bin/chromium"
+PREFIX = "afsup"
+STREAM, SNAPSHOT = "tidemark_shop_stream", "tidemark_shop_snapshot"
+pytestmark = pytest.mark.timeout(600)
+
+
+class Airflow:
+    """Airflow's public REST API (`/api/v2`) as user admin, and the stack's files."""
+
+    def __init__(self, url: str, home: Path, log: Path) -> None:
+        self.url, self.home, self.log = url, home, log
+        token = httpx.post(
+            f"{url}/auth/token", json={"username": "admin", "password": PASSWORD}, timeout=30
+        ).json()["access_token"]
+        self.http = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+
+    def call(self, method: str, path: str, **kw: Any) -> Any:
+        r = self.http.request(method, path, **kw)
+        assert r.status_code < 300, f"{method} {path}: {r.status_code} {r.text[:2000]}"
+        return r.json() if r.content else None
+
+    def unpause(self, dag_id: str, paused: bool = False) -> None:
+        self.call("PATCH", f"/api/v2/dags/{dag_id}", json={"is_paused": paused})
+
+    def runs(self, dag_id: str) -> list[dict[str, Any]]:
+        got = self.call("GET", f"/api/v2/dags/{dag_id}/dagRuns", params={"order_by": "-run_after"})
+        return list(got["dag_runs"])
+
+    def ti(self, dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:
+        return dict(self.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}"))
+
+    def tail(self, n: int = 6000) -> str:
+        """The end of the standalone log and of every task log: what a failure report needs."""
+        parts = [self.log.read_text(errors="replace")[-n:]]
+        for f in sorted((self.home / "logs").rglob("*.log"))[-4:]:
+            parts.append(f"--- {f}\n" + f.read_text(errors="replace")[-n:])
+        return "\n".join(parts)
+
+    def task_logs(self, dag_id: str) -> str:
+        return "\n".join(
+            f.read_text(errors="replace")
+            for f in sorted((self.home / "logs").rglob("*.log"))
+            if f"dag_id={dag_id}" in str(f)
+        )
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the process group (its own session), SIGKILL if it does not stop in time."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def shop(pg: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """A database with `items` (500 rows) and the signal table, and its connector file."""
+    work = tmp_path_factory.mktemp("af_sup")
+    db = pg.create_database(unique_name("supdb"))
+    conn = pg.connect(dbname=db)
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE items (id int PRIMARY KEY, name text NOT NULL)")
+        cur.execute("INSERT INTO items SELECT g, 'item ' || g FROM generate_series(1, 500) g")
+        cur.execute(
+            "CREATE TABLE debezium_signal (id varchar(64) PRIMARY KEY, type varchar(32) NOT NULL, data text)"
+        )
+    connectors = work / "connectors"
+    connectors.mkdir()
+    slot = unique_name("supslot")
+    pgcdc.write_config(
+        connectors / "shop.properties",
+        pg,
+        slot=slot,
+        dbname=db,
+        prefix=PREFIX,
+        sinks="delta",
+        warehouse=work / "warehouse",
+        # No data snapshot at the first start: the snapshot rows of this test are the incremental one's.
+        snapshot__mode="no_data",
+        signal__data__collection="public.debezium_signal",
+        signal__poll__interval__ms="200",
+        incremental__snapshot__chunk__size="100",
+    )
+    yield {"conn": conn, "warehouse": work / "warehouse", "connectors": connectors, "slot": slot, "db": db}
+    conn.close()
+    with pg.connect() as c, c.cursor() as cur:
+        cur.execute(
+            "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots "
+            "WHERE slot_name = %s AND active_pid IS NOT NULL",
+            (slot,),
+        )
+        cur.execute(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = %s",
+            (slot,),
+        )
+    pg.drop_database(db)
+
+
+@pytest.fixture(scope="module")
+def airflow(shop: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Airflow]:
+    """`airflow standalone` on a free port, its DAGs parsed; user admin / PASSWORD."""
+    work = tmp_path_factory.mktemp("af_sup_home")
+    home = work / "airflow"
+    home.mkdir()
+    # The simple auth manager reads the users' passwords from this file (it only generates missing ones).
+    (home / "simple_auth_manager_passwords.json.generated").write_text(json.dumps({"admin": PASSWORD}))
+    port = free_port()
+    env = airflow_env(home, shop["connectors"], {})
+    env.update(
+        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="admin:admin",
+        AIRFLOW__API__PORT=str(port),
+        AIRFLOW__API__HOST="127.0.0.1",
+        AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"http://127.0.0.1:{port}/execution/",
+        AIRFLOW__CORE__PARALLELISM="8",
+        AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="5",
+    )
+    log = work / "standalone.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [str(BIN / "airflow"), "standalone"],
+            env=env,
+            cwd=work,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{port}"
+
+    def ready() -> Airflow | None:
+        assert proc.poll() is None, f"airflow standalone exited with {proc.returncode}"
+        af = Airflow(url, home, log)
+        dags = {d["dag_id"] for d in af.call("GET", "/api/v2/dags", params={"limit": 100})["dags"]}
+        return af if {STREAM, SNAPSHOT} <= dags else None
+
+    try:
+        af = wait_until(
+            ready,
+            240,
+            "airflow standalone serving the tidemark DAGs",
+            interval=1,
+            on_timeout=lambda: log.read_text(errors="replace")[-5000:],
+        )
+        yield af
+    finally:
+        stop(proc)
+
+
+def status(shop: dict[str, Any]) -> list[dict[str, Any]]:
+    from connectors.engine.status import read_status
+
+    return read_status(shop["warehouse"], PREFIX)
+
+
+def running_pid(shop: dict[str, Any], not_pid: int | None = None) -> int | None:
+    """The pid of the connector that reported `running` in the last 20 s (other than `not_pid`)."""
+    rows = [r for r in status(shop) if r["pid"] != not_pid]
+    if rows and rows[-1]["state"] == "running" and time.time() - rows[-1]["at"].timestamp() < 20:
+        return int(rows[-1]["pid"])
+    return None
+
+
+def changes(shop: dict[str, Any], op: str) -> list[int]:
+    """The ids of the `items` change events with `op` in the change log."""
+    changelog = shop["warehouse"] / PREFIX / "changelog"
+    if not changelog.exists():
+        return []
+    rows = delta_rows(changelog, ["collection", "op", "key"])
+    return [orjson.loads(r["key"])["id"] for r in rows if r["collection"] == "public.items" and r["op"] == op]
+
+
+def insert(shop: dict[str, Any], ids: range) -> None:
+    with shop["conn"].cursor() as cur:
+        cur.execute(
+            "INSERT INTO items SELECT g, 'new ' || g FROM generate_series(%s, %s) g",
+            (ids.start, ids.stop - 1),
+        )
+
+
+def stream_run(af: Airflow) -> dict[str, Any]:
+    runs = [r for r in af.runs(STREAM) if r["state"] == "running"]
+    assert len(runs) == 1, runs  # max_active_runs=1
+    return runs[0]
+
+
+def test_incremental_snapshot_from_the_dag_runs_in_the_supervised_stream(
+    airflow: Airflow, shop: dict[str, Any]
+) -> None:
+    af = airflow
+    af.unpause(STREAM)  # @continuous: the scheduler starts the run at once
+    pid = wait_until(
+        lambda: running_pid(shop),
+        180,
+        "the stream task's connector reports `running`",
+        interval=1,
+        on_timeout=af.tail,
+    )
+    insert(shop, range(1001, 1011))  # streaming works before the snapshot
+    wait_until(lambda: len(changes(shop, "c")) == 10, 60, "10 inserts in the change log", interval=1)
+
+    af.unpause(SNAPSHOT)
+    run = af.call(
+        "POST",
+        f"/api/v2/dags/{SNAPSHOT}/dagRuns",
+        json={"logical_date": None, "conf": {"type": "incremental", "tables": ["public.items"]}},
+    )
+    final = wait_until(
+        lambda: (
+            r
+            if (r := af.call("GET", f"/api/v2/dags/{SNAPSHOT}/dagRuns/{run['dag_run_id']}"))["state"]
+            in ("success", "failed")
+            else None
+        ),
+        300,
+        "the snapshot DAG run ends",
+        interval=2,
+        on_timeout=af.tail,
+    )
+    assert final["state"] == "success", af.tail()
+    # The run went through the signal, not the Spark job, and the sensor deferred on the trigger.
+    states = {
+        t: af.ti(SNAPSHOT, run["dag_run_id"], t)["state"]
+        for t in ("check", "send_signal", "initial_snapshot", "wait_for_snapshot")
+    }
+    assert states == {
+        "check": "success",
+        "send_signal": "success",
+        "initial_snapshot": "skipped",
+        "wait_for_snapshot": "success",
+    }
+    sent = af.call(
+        "GET",
+        f"/api/v2/dags/{SNAPSHOT}/dagRuns/{run['dag_run_id']}/taskInstances/send_signal/xcomEntries/return_value",
+    )["value"]
+    sid = (sent if isinstance(sent, dict) else json.loads(sent))["signal_id"]
+
+    signals = delta_rows(shop["warehouse"] / "_state" / "signals", ["id", "type", "data", "connector"])
+    (row,) = [s for s in signals if s["id"] == sid]
+    assert row["type"] == "execute-snapshot" and row["connector"] == PREFIX
+    assert json.loads(row["data"])["data-collections"] == ["public.items"]
+    # The same connector process (the stream task's, never restarted) read every row in chunks.
+    assert running_pid(shop) == pid
+    assert sorted(changes(shop, "r")) == [*range(1, 501), *range(1001, 1011)]
+    from connectors.signals.notify import read_notifications
+
+    mine = [n for n in read_notifications(shop["warehouse"], PREFIX) if n["id"] == sid]
+    kinds = [n["type"] for n in mine]
+    assert "STARTED" in kinds and kinds[-1] == "COMPLETED", kinds
+    assert kinds.count("IN_PROGRESS") >= 5  # 510 rows in chunks of 100
+    # The sensor's log names the notification it completed on.
+    assert "Incremental Snapshot COMPLETED" in af.task_logs(SNAPSHOT)
+    # The status page (the plugin on the same API server) lists the notifications.
+    page = af.call("GET", "/tidemark/api/connectors/shop")
+    assert any(n["id"] == sid and n["type"] == "COMPLETED" for n in page["notifications"])
+    assert page["state"] == "running"
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is missing: run .ci/setup")
+def test_incremental_snapshot_from_the_status_page_reaches_completed(
+    airflow: Airflow, shop: dict[str, Any]
+) -> None:
+    """Headless Chromium (Playwright) on the plugin's page: log in, see the supervised
+    connector running with its lag, start an incremental snapshot, watch it reach COMPLETED."""
+    import re
+
+    from playwright.sync_api import expect, sync_playwright
+
+    af = airflow
+    pid = wait_until(lambda: running_pid(shop), 60, "a running connector", interval=1, on_timeout=af.tail)
+    snapshot_rows = len(changes(shop, "r"))
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True)
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(30_000)
+            page.goto(f"{af.url}/tidemark/")
+            page.wait_for_url(re.compile(r"/auth/login"))
+            page.fill("input[name=username]", "admin")
+            page.fill("input[name=password]", PASSWORD)
+            page.click("button:has-text('Sign in')")
+            page.wait_for_url(re.compile(r"/tidemark/$"))
+
+            row = page.locator('#summary tr[data-connector="shop"]')
+            expect(row.locator(".state")).to_have_text("running")
+            expect(row.locator(".lag")).to_have_text(re.compile(r"^\d+$"))
+            box = page.locator("#c-shop")
+            # The DAG's snapshot of the previous test is shown as the newest one, ended.
+            expect(box.locator(".sig-state")).to_have_text("COMPLETED")
+
+            form, msg = box.locator("form"), box.locator("#msg-shop")
+            form.locator("input[name=tables]").fill("public.items")
+            form.locator("select[name=type]").select_option("incremental")
+            form.locator("button[data-action=execute-snapshot]").click()
+            expect(msg).to_have_text(re.compile(r"execute-snapshot sent \(signal [0-9a-f-]{36}\)"))
+            found = re.search(r"signal ([0-9a-f-]{36})", msg.inner_text())
+            assert found is not None
+            sid = found.group(1)
+            # The page (refreshed every 5 s) follows this snapshot until the stream completes it.
+            sig = box.locator(".sig-snap")
+            expect(sig.locator("code")).to_have_text(sid, timeout=60_000)
+            expect(sig.locator(".sig-state")).to_have_text("COMPLETED", timeout=120_000)
+            expect(sig.locator(".sig-done")).to_have_text("1/1")
+            assert int(sig.locator(".sig-chunks").inner_text()) >= 5
+            expect(sig).to_contain_text("510 rows")
+        finally:
+            browser.close()
+    assert len(changes(shop, "r")) == snapshot_rows + 510
+    assert running_pid(shop) == pid  # read by the stream task's connector, still the same process
+
+
+def test_scheduled_incremental_snapshot_of_the_configured_tables(
+    airflow: Airflow, shop: dict[str, Any]
+) -> None:
+    """`tidemark.airflow.snapshot.schedule` (cron) and `tidemark.airflow.snapshot.tables`: the
+    DAG processor picks the schedule up from the connector file, the scheduler starts a
+    `scheduled` run, and it snapshots the configured tables through the running stream."""
+    af = airflow
+    pid = wait_until(lambda: running_pid(shop), 60, "a running connector", interval=1, on_timeout=af.tail)
+    snapshot_rows = len(changes(shop, "r"))
+    path = shop["connectors"] / "shop.properties"
+    original = path.read_text()
+    path.write_text(
+        original
+        + "tidemark.airflow.snapshot.schedule=* * * * *\ntidemark.airflow.snapshot.tables=public.items\n"
+    )
+    run = wait_until(
+        lambda: next((r for r in af.runs(SNAPSHOT) if r["run_type"] == "scheduled"), None),
+        240,
+        "a scheduled run of the snapshot DAG",
+        interval=2,
+        on_timeout=af.tail,
+    )
+    final = wait_until(
+        lambda: (
+            r
+            if (r := af.call("GET", f"/api/v2/dags/{SNAPSHOT}/dagRuns/{run['dag_run_id']}"))["state"]
+            in ("success", "failed")
+            else None
+        ),
+        300,
+        "the scheduled snapshot run ends",
+        interval=2,
+        on_timeout=af.tail,
+    )
+    # One scheduled run is enough. Not earlier: a paused DAG's tasks are not queued, and the
+    # run's tasks read the file.
+    af.unpause(SNAPSHOT, paused=True)
+    path.write_text(original)
+    assert final["state"] == "success", af.tail()
+    sent = af.call(
+        "GET",
+        f"/api/v2/dags/{SNAPSHOT}/dagRuns/{run['dag_run_id']}/taskInstances/send_signal/xcomEntries/return_value",
+    )["value"]
+    sid = (sent if isinstance(sent, dict) else json.loads(sent))["signal_id"]
+    signals = delta_rows(shop["warehouse"] / "_state" / "signals", ["id", "data"])
+    (row,) = [s for s in signals if s["id"] == sid]
+    assert json.loads(row["data"]) == {"data-collections": ["public.items"], "type": "incremental"}
+    from connectors.signals.notify import read_notifications
+
+    mine = [n for n in read_notifications(shop["warehouse"], PREFIX) if n["id"] == sid]
+    scans = [n["additional_data"] for n in mine if n["type"] == "TABLE_SCAN_COMPLETED"]
+    assert [(d["scanned_collection"], d["total_rows_scanned"]) for d in scans] == [("public.items", "510")]
+    assert mine[-1]["type"] == "COMPLETED"
+    # (A second scheduled run may have started before the pause: at least this one's rows.)
+    assert len(changes(shop, "r")) >= snapshot_rows + 510
+    assert running_pid(shop) == pid
+
+
+def test_killed_connector_is_retried_and_streams_on_without_loss(
+    airflow: Airflow, shop: dict[str, Any]
+) -> None:
+    af = airflow
+    pid = wait_until(lambda: running_pid(shop), 60, "a running connector", interval=1, on_timeout=af.tail)
+    run = stream_run(af)
+    before = af.ti(STREAM, run["dag_run_id"], "stream")
+    insert(shop, range(2001, 2051))
+    os.kill(pid, signal.SIGKILL)
+    insert(shop, range(2051, 2101))  # while no connector runs
+
+    # The same run's task is retried (after 15-30 s: retry_delay 15 s, exponential backoff).
+    def retried() -> dict[str, Any] | None:
+        ti = af.ti(STREAM, run["dag_run_id"], "stream")
+        return ti if ti["try_number"] > before["try_number"] and ti["state"] == "running" else None
+
+    after = wait_until(retried, 120, "the stream task retried", interval=1, on_timeout=af.tail)
+    new_pid = wait_until(
+        lambda: running_pid(shop, not_pid=pid),
+        120,
+        "the retry's connector reports `running`",
+        interval=1,
+        on_timeout=af.tail,
+    )
+    assert new_pid != pid and after["try_number"] == before["try_number"] + 1
+    wait_until(
+        lambda: set(range(2001, 2101)) <= set(changes(shop, "c")),
+        120,
+        "every insert around the kill in the change log",
+        interval=1,
+        on_timeout=af.tail,
+    )
+    assert stream_run(af)["dag_run_id"] == run["dag_run_id"]
+    logs = af.task_logs(STREAM)
+    assert "was killed by SIGKILL" in logs, af.tail()
+
+
+def test_when_the_task_process_dies_its_connector_stops_cleanly_and_the_task_is_retried(
+    airflow: Airflow, shop: dict[str, Any]
+) -> None:
+    """The task process (not the connector) is SIGKILLed, as when a worker dies: the kernel
+    sends the connector SIGTERM (parent-death signal), it stops cleanly instead of streaming on
+    as an orphan next to the retry, and the retry streams on."""
+    af = airflow
+    pid = wait_until(lambda: running_pid(shop), 60, "a running connector", interval=1, on_timeout=af.tail)
+    assert os.getpgid(pid) == pid  # a process group of its own (see operators._connector_child)
+    task_pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    run = stream_run(af)
+    before = af.ti(STREAM, run["dag_run_id"], "stream")
+    os.kill(task_pid, signal.SIGKILL)
+    final = wait_until(
+        lambda: next((r for r in status(shop) if r["pid"] == pid and r["state"] != "running"), None),
+        60,
+        "the orphaned connector's final health row",
+        interval=1,
+        on_timeout=af.tail,
+    )
+    assert final["state"] == "stopped" and final["error"] is None, final
+    insert(shop, range(2501, 2511))
+    wait_until(
+        lambda: running_pid(shop, not_pid=pid), 300, "the retry's connector", interval=2, on_timeout=af.tail
+    )
+    assert af.ti(STREAM, run["dag_run_id"], "stream")["try_number"] > before["try_number"]
+    wait_until(lambda: set(range(2501, 2511)) <= set(changes(shop, "c")), 120, "the inserts", interval=1)
+
+
+def test_marking_the_stream_task_stops_the_connector_cleanly(
+    pg: Any, airflow: Airflow, shop: dict[str, Any]
+) -> None:
+    af = airflow
+    pid = wait_until(lambda: running_pid(shop), 60, "a running connector", interval=1, on_timeout=af.tail)
+    run = stream_run(af)
+    af.unpause(STREAM, paused=True)  # else @continuous starts the next run at once
+    insert(shop, range(3001, 3021))
+    wait_until(lambda: set(range(3001, 3021)) <= set(changes(shop, "c")), 60, "the inserts", interval=1)
+
+    # What the UI's "Mark as failed" on the running task does.
+    af.call(
+        "PATCH",
+        f"/api/v2/dags/{STREAM}/dagRuns/{run['dag_run_id']}/taskInstances/stream",
+        json={"new_state": "failed"},
+    )
+    final = wait_until(
+        lambda: next((r for r in status(shop) if r["pid"] == pid and r["state"] != "running"), None),
+        90,
+        "the connector's final health row",
+        interval=1,
+        on_timeout=af.tail,
+    )
+    assert final["state"] == "stopped" and final["error"] is None, final
+
+    def gone() -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+    wait_until(gone, 60, "the connector process exits", interval=0.5)
+    # The slot is released and acknowledged up to the last change the change log holds.
+    changelog = shop["warehouse"] / PREFIX / "changelog"
+    last_lsn = max(r["lsn"] or 0 for r in delta_rows(changelog, ["lsn"]))
+    with pg.connect() as c, c.cursor() as cur:
+        cur.execute(
+            "SELECT active, confirmed_flush_lsn - '0/0'::pg_lsn FROM pg_replication_slots WHERE slot_name = %s",
+            (shop["slot"],),
+        )
+        active, confirmed = cur.fetchone()
+    assert not active
+    assert int(confirmed) >= last_lsn
+    logs = af.task_logs(STREAM)
+    assert f"stopping the connector (SIGTERM to pid {pid})" in logs, af.tail()
+    # The run ends failed, as marked, and no other run of the paused DAG starts.
+    ended = wait_until(
+        lambda: (
+            r
+            if (r := af.call("GET", f"/api/v2/dags/{STREAM}/dagRuns/{run['dag_run_id']}"))["state"]
+            != "running"
+            else None
+        ),
+        60,
+        "the stream run ends",
+        interval=1,
+        on_timeout=af.tail,
+    )
+    assert ended["state"] == "failed"
+    assert af.ti(STREAM, run["dag_run_id"], "stream")["state"] == "failed"
+    assert [r["dag_run_id"] for r in af.runs(STREAM)] == [run["dag_run_id"]]
+    creates = changes(shop, "c")
+    assert sorted(set(creates)) == [
+        *range(1001, 1011),
+        *range(2001, 2101),
+        *range(2501, 2511),
+        *range(3001, 3021),
+    ]
