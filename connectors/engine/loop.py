@@ -22,6 +22,7 @@ from connectors.engine.metrics import Metrics
 
 if TYPE_CHECKING:
     from connectors.signals.processor import SignalProcessor
+    from connectors.snapshot.blocking import BlockingSnapshots
     from connectors.snapshot.incremental import IncrementalSnapshots
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,7 @@ class Engine:
         metrics: Metrics | None = None,
         signals: SignalProcessor | None = None,
         incremental: IncrementalSnapshots | None = None,
+        blocking: BlockingSnapshots | None = None,
     ) -> None:
         self._source_factory = source_factory
         self.sinks = sinks
@@ -94,6 +96,12 @@ class Engine:
         # Incremental snapshots: the engine emits each chunk at its close watermark
         # (snapshot/incremental.py); a chunk reader thread of its own reads them.
         self.incremental = incremental
+        # Blocking snapshots: a request closes the source after the batch in hand; the snapshot
+        # runs between two `_run_once` (snapshot/blocking.py), then streaming resumes.
+        self.blocking = blocking
+        self._paused = False
+        if blocking is not None:
+            blocking.pause_stream = self._pause_for_snapshot
 
     # ------------------------------------------------------------------ resume point
     def _durable(self) -> tuple[int, dict[str, Any] | None, dict[int, tuple]]:
@@ -150,6 +158,15 @@ class Engine:
         self._stopping = True
         if self._source is not None:
             self._source.stop()
+        if self.blocking is not None:
+            self.blocking.stop()
+
+    def _pause_for_snapshot(self) -> None:
+        """End the current `_run_once` after the batch in hand (a blocking snapshot is due)."""
+        self._paused = True
+        source = self._source
+        if source is not None:
+            source.stop()
 
     def run(self) -> RunStats:
         tune_gc()
@@ -171,7 +188,15 @@ class Engine:
             batches = self.stats.batches
             self._opened_at: float | None = None
             try:
+                if self.blocking is not None and not self._stopping:
+                    self._paused = False
+                    # Between two runs of the source: its stored offset is the pause position.
+                    self.blocking.run_pending(lambda: self._durable()[0])
+                if self._stopping:
+                    return self.stats
                 self._run_once()
+                if self._paused and not self._stopping:
+                    continue  # a blocking snapshot was requested: run it, then stream again
                 return self.stats
             except TransientError as e:
                 if self._recovered(batches):
@@ -234,7 +259,7 @@ class Engine:
             self._opened_at = time.monotonic()
             self.stats.connections += 1
             self.metrics.connected.set(1)
-            if self._stopping:
+            if self._stopping or self._paused:
                 source.stop()
             try:
                 for batch in self._coalesced(source.batches()):
