@@ -124,7 +124,12 @@ def parse(record: SignalRecord, connector: str, tables: TableInfo | None = None)
     if record.problem:
         raise SignalError(record.problem)
     kind = (record.type or "").strip()
-    if kind not in TYPES or (kind == SET_BINLOG_POSITION and connector == "postgres"):
+    if kind == SET_BINLOG_POSITION and connector == "postgres":
+        raise SignalError(
+            f"unknown signal type {record.type!r} for a PostgreSQL connector: set-binlog-position is a "
+            "MySQL/MariaDB signal (a PostgreSQL connector reads a replication slot, not a binlog)"
+        )
+    if kind not in TYPES:
         known = [t for t in TYPES if connector != "postgres" or t != SET_BINLOG_POSITION]
         raise SignalError(f"unknown signal type {record.type!r} (known: {', '.join(known)})")
     data = data_of(record)

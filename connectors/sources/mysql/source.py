@@ -52,6 +52,7 @@ MySQL 8.x vs MariaDB 10.x:
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from time import time_ns
@@ -99,6 +100,7 @@ from connectors.sources.mysql.history import (
     schema_change_value,
 )
 from connectors.sources.mysql.model import Table, Tables
+from connectors.sources.mysql.reposition import MARK, RepositionTicket
 from connectors.sources.mysql.stream import BinlogStream
 from connectors.sources.mysql.types import TypeOptions, UnknownColumnType, column_def
 
@@ -168,6 +170,18 @@ class MySqlSource:
         # (snapshot/watermarks.py); rows it covers are skipped until the stream passes its end.
         self.cover_loader: Callable[[MySqlSource], Any] | None = None
         self._cover: Any = None
+        # set-binlog-position (reposition.py): the move asked for, and the key of the last applied
+        # (carried in every offset after it, so a repeated signal is recognised after a restart).
+        self.repositioned_by: str | None = None
+        self.streaming = False  # opened: a reposition may be asked for
+        self._ticket: RepositionTicket | None = None
+        self._interrupted = False
+        self._ticket_lock = threading.Lock()
+        self._facts: dict[str, Any] = {}
+        # Set by the wiring for read-only incremental snapshots (snapshot/incremental_gtid.py):
+        # whether a chunk waits for the stream to pass its window; an idle stream then turns a
+        # server heartbeat into an empty batch, whose offset shows the position reached.
+        self.wants_position: Callable[[], bool] | None = None
         # skip.messages.without.change / event.processing.failure.handling.mode: chosen once here.
         self._row = with_options(  # type: ignore[method-assign]  # this instance's variant
             self._row, src, unchanged=self._unchanged, where=_where
@@ -179,7 +193,7 @@ class MySqlSource:
     def open(self, start_offset: dict[str, Any] | None) -> None:
         self._conn = setup.connect(self.settings, unreachable_is_transient=self.memory.connected)
         self.memory.connected = True
-        facts = setup.check_server(self._conn, self.server_id)
+        facts = self._facts = setup.check_server(self._conn, self.server_id)
         if start_offset:
             setup.check_position(self._conn, start_offset, facts["mariadb"], self.config_path)
             if not self.history.exists():
@@ -191,11 +205,23 @@ class MySqlSource:
                 )
             tables = self.history.recover(start_offset)
             offset = dict(start_offset)
+            mark = offset.pop(MARK, None)
+            self.repositioned_by = str(mark) if mark is not None else None
         else:
             tables, offset = self._schema_snapshot()
             self._fresh = True
-        self.tables = tables
         self._warn_if_nothing_captured()
+        self._begin(tables, offset)
+        self.streaming = True
+
+    def _begin(self, tables: Tables, offset: dict[str, Any]) -> None:
+        """Set up translating and the binlog dump from `offset` with the table model `tables`
+        (at open, and again when a set-binlog-position signal moves the stream)."""
+        facts = self._facts
+        self.tables = tables
+        self._schemas.clear()
+        self._tx_counts = None
+        self._cover = None
         cover = self.cover_loader(self) if self.cover_loader is not None else None
         if cover is not None and offset_key(offset)[:2] < cover.until:
             log.info("streaming skips the rows the lock-free snapshot's chunks hold, up to %s", cover.until)
@@ -211,7 +237,7 @@ class MySqlSource:
         # Resume by GTID set when the server has GTIDs (Debezium does the same): robust against a
         # binlog file/position that differs after failover; file/pos is the fallback.
         gtids = str(offset.get("gtids") or "")
-        use_gtids = bool(gtids) and not self._fresh and facts["gtid_mode"] == "ON"
+        use_gtids = bool(gtids) and not self._fresh and facts.get("gtid_mode") == "ON"
         if use_gtids:
             log.info(
                 "resuming from GTID set %s (event %s, row %s)",
@@ -234,7 +260,9 @@ class MySqlSource:
             file=None if use_gtids else str(offset["file"]),
             pos=None if use_gtids else int(offset["pos"]),
             gtid_set=gtids if use_gtids else None,
-            heartbeat_s=max(min(self.poll_s, 1.0), 0.1),
+            # read-only incremental snapshots: an idle stream reports its position every 0.1 s,
+            # each a chunk's chance to go out (wants_position)
+            heartbeat_s=0.1 if self.wants_position is not None else max(min(self.poll_s, 1.0), 0.1),
             annotate=self.include_query,
             blocking=not self.until_caught_up,
             config_path=self.config_path,
@@ -361,6 +389,27 @@ class MySqlSource:
         if self._stream is not None:
             self._stream.stop()
 
+    def reposition(self, offset: dict[str, Any], key: str) -> RepositionTicket:
+        """Move the stream to `offset` (any thread): the dump ends at the next event, what was
+        read is emitted, then an empty batch with the new offset, then the stream goes on from
+        there. `key`: the signal's, kept in every later offset."""
+        ticket = RepositionTicket(offset, key)
+        with self._ticket_lock:
+            self._ticket = ticket
+            self._interrupted = True
+        stream = self._stream
+        if stream is not None:
+            stream.stop()
+        return ticket
+
+    def cancel_reposition(self, ticket: RepositionTicket) -> bool:
+        """Withdraw `ticket` unless the stream already moved; True when withdrawn."""
+        with self._ticket_lock:
+            if self._ticket is ticket and not ticket.taken.is_set():
+                self._ticket = None
+                return True
+            return False
+
     def acknowledge(self, offset: dict[str, Any]) -> None:
         pass  # the binlog has no consumer feedback; durability lives in the offset store
 
@@ -455,6 +504,45 @@ class MySqlSource:
         }
 
     def batches(self) -> Iterator[Batch]:
+        """The stream's batches (`_batches`), moved to another position when a set-binlog-position
+        signal asks (`reposition`); after a move every offset carries the signal's key."""
+        mark = self.repositioned_by
+        last: dict[str, Any] = dict(self._start)
+        while True:
+            for b in self._batches():
+                last = b.offset
+                if mark is not None:
+                    b.offset = {**b.offset, MARK: mark}
+                yield b
+            if self._stop:
+                return
+            with self._ticket_lock:
+                ticket, self._ticket = self._ticket, None
+                interrupted, self._interrupted = self._interrupted, False
+                if ticket is not None:
+                    ticket.taken.set()
+            if ticket is None and not interrupted:
+                return  # the stream ended (bounded mode, --max-seconds)
+            assert self._stream is not None
+            self._stream.close()
+            if ticket is None:  # a move that was withdrawn: go on where the stream stopped
+                self._begin(self.tables, last)
+                continue
+            target = dict(ticket.offset)
+            log.info(
+                "set-binlog-position: the stream moves from %s:%s to %s:%s%s",
+                last.get("file"),
+                last.get("pos"),
+                target["file"],
+                target["pos"],
+                f" (GTIDs {target['gtids']})" if target.get("gtids") else "",
+            )
+            self._fresh = False
+            self._begin(self.history.recover(target), target)
+            mark = self.repositioned_by = ticket.key
+            yield Batch([], {**target, MARK: mark}, extra={"more": False, "repositioned": True})
+
+    def _batches(self) -> Iterator[Batch]:
         """Records cut into batches at transaction ends; inside a transaction larger than
         max.batch.size also after any row, with the offset of that row (event/row skip counts),
         so memory stays bounded and a restart resumes exactly there.
@@ -536,6 +624,14 @@ class MySqlSource:
                     elif more and not stream.buffered():
                         # Caught up after a batch cut with more waiting: the engine commits now.
                         more = False
+                        yield Batch(pending, offset, extra={"transactions": n_tx, "more": False})
+                        pending, last_cut, n_tx = [], now, 0
+                    elif (
+                        kind == "heartbeat"
+                        and not more
+                        and self.wants_position is not None
+                        and self.wants_position()
+                    ):
                         yield Batch(pending, offset, extra={"transactions": n_tx, "more": False})
                         pending, last_cut, n_tx = [], now, 0
                     if next_hb is not None and now >= next_hb:
