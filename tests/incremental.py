@@ -22,6 +22,7 @@ from harness import wait_until
 
 from connectors.settings.config import load
 from connectors.signals.notify import read_notifications
+from connectors.signals.tables import now, signals_table
 
 # The incremental snapshot tests' `bench` rows (the issue's run: 500000).
 ROWS = int(os.environ.get("TIDEMARK_INCREMENTAL_TEST_ROWS", "20000"))
@@ -42,6 +43,9 @@ class Setup:
     connect: Callable[[], Any]  # autocommit DB-API connection to the captured database
     dialect: str  # cdc.BENCH_SQL key
     ns: str  # "public" / the MariaDB database: how data-collections name the tables
+    # read.only=true (tests/test_incremental_readonly_mariadb.py): `source_signal` writes its
+    # signal to the Delta channel instead (same id), and no watermark row may reach the database
+    read_only: bool = False
 
     @property
     def name(self) -> str:
@@ -60,6 +64,10 @@ class Setup:
             conn.close()
 
     def source_signal(self, sid: str, kind: str, data: dict[str, Any]) -> None:
+        if self.read_only:
+            row = {"id": sid, "type": kind, "data": orjson.dumps(data).decode(), "connector": self.name}
+            signals_table(self.warehouse).append([{**row, "created_at": now()}])
+            return
         self.sql(
             "INSERT INTO debezium_signal (id, type, data) VALUES (%s, %s, %s)",
             (sid, kind, orjson.dumps(data).decode()),

@@ -129,6 +129,33 @@ class Validated:
     sanitize: re.Pattern[str] | None
 
 
+def _read_only_problems(
+    connector: str, source: Mapping[str, Any], source_text: Mapping[str, str], full: Any
+) -> list[str]:
+    """read.only=true: incremental snapshots must not write to the source database."""
+    ro = f"{full('read.only')}=true"
+    if connector == "postgres":
+        return [
+            f"{ro} is not available for PostgreSQL in Tidemark (read-only incremental snapshots use "
+            "MySQL/MariaDB GTIDs); remove it"
+        ]
+    out = []
+    channels = [str(c).strip().lower() for c in source.get("signal.enabled.channels") or []]
+    # Debezium's default channel list is `source`: it only counts when a signal table is named.
+    if "source" in channels and (
+        "signal.enabled.channels" in source_text or source.get("signal.data.collection")
+    ):
+        out.append(
+            f"{ro} cannot use the source signal channel ({full('signal.enabled.channels')}): reading "
+            "signals from the database means writing them there; use delta, file or kafka"
+        )
+    if source.get("heartbeat.action.query"):
+        out.append(
+            f"{ro} forbids {full('heartbeat.action.query')}: it runs a statement on the source database"
+        )
+    return out
+
+
 def validate(raw: dict[str, str], server_shape: bool, path: Path | None) -> Validated:
     """Validate a flat configuration; raise one `ConfigError` listing every problem."""
     problems: list[str] = []
@@ -337,6 +364,8 @@ def validate(raw: dict[str, str], server_shape: bool, path: Path | None) -> Vali
             problems.append(
                 f"'{full(inc)}' and '{full(exc)}' are both set; Debezium refuses this, use one of them"
             )
+    if source.get("read.only"):
+        problems.extend(_read_only_problems(connector, source, source_text, full))
     topic_prefix = source.get("topic.prefix")
     if topic_prefix and not _TOPIC_PREFIX_RE.fullmatch(topic_prefix):
         problems.append(

@@ -44,9 +44,49 @@ class MySqlChunkSource(SignalRows):
                 cur.execute(stmt)
         self._tables: dict[str, tuple[TableSchema, SnapshotRows, Table] | None] = {}
         self._signal = _name(signal_table)
+        self._mariadb: bool | None = None
 
     def close(self) -> None:
         self.conn.close()
+
+    # ------------------------------------------------------------------ read.only=true
+    def begin_window(self) -> str:
+        """The low watermark: the executed GTID set, read before the chunk's transaction starts
+        (MariaDB's consistent snapshot sees every transaction binlogged before it; MySQL adds a
+        GTID to gtid_executed after its commit), then that transaction."""
+        with self.conn.cursor() as cur:
+            low = self._executed(cur)
+            cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+            if self._mariadb:
+                # the binlog position the snapshot is consistent with (incremental_gtid.parse_low)
+                cur.execute("SHOW SESSION STATUS LIKE 'binlog_snapshot_%'")
+                status = {str(k).lower(): str(v) for k, v in cur.fetchall()}
+                file, pos = status.get("binlog_snapshot_file"), status.get("binlog_snapshot_position")
+                if file and pos:
+                    low = f"{low}@{file}:{pos}"
+        return low
+
+    def end_window(self) -> str:
+        """The high watermark: the chunk's transaction ends, then the executed GTID set."""
+        with self.conn.cursor() as cur:
+            cur.execute("COMMIT")
+            return self._executed(cur)
+
+    def _executed(self, cur: Any) -> str:
+        if self._mariadb is None:
+            cur.execute("SELECT VERSION()")
+            self._mariadb = "mariadb" in str(cur.fetchone()[0]).lower()
+        if self._mariadb:
+            cur.execute("SELECT @@global.gtid_binlog_pos")
+            return str(cur.fetchone()[0] or "")
+        cur.execute("SELECT @@global.gtid_mode, @@global.gtid_executed")
+        mode, executed = cur.fetchone()
+        if str(mode).upper() != "ON":
+            raise RuntimeError(
+                "read.only=true needs GTIDs: the server runs with gtid_mode OFF (set gtid_mode=ON and "
+                "enforce_gtid_consistency=ON, or use the signal-table watermarks)"
+            )
+        return str(executed or "").replace("\n", "")
 
     # ------------------------------------------------------------------ tables
     def table(self, table: str) -> tuple[TableSchema, SnapshotRows] | None:
