@@ -19,6 +19,11 @@ becomes visible in the sink:
           then the commit's new rows read
   debezium  its Python handler being called with the batch (before any sink)
 
+``--incremental-rows N``: a table ``big`` of N rows, and each consumer is asked for an incremental
+snapshot of it (a row in the signal table ``debezium_signal``, read from the WAL, as Debezium reads
+one) right after its warm-up, so the measured rows stream while the snapshot runs; the line then
+says how many snapshot rows reached the sink during the measurement (``incremental_snapshot``).
+
 Prints one JSON line per consumer on stdout (p50/p90/p99/p99.9/max commit→sink in ms, what the
 generator achieved, the consumer's effective settings, Delta's commit interval); logs go to
 stderr. See README.md.
@@ -60,6 +65,8 @@ CONSUMERS: dict[str, tuple[str, dict[str, str]]] = {
     "tidemark_jsonl": ("tidemark_jsonl", {}),
     # the issue's comparison: the periodic offset-table save taken out of the picture
     "tidemark_jsonl_flush600s": ("tidemark_jsonl", {"tidemark.offsets.flush.interval.ms": "600000"}),
+    # with --incremental-rows: the snapshot's chunks not held back while the stream lags
+    "tidemark_jsonl_nohold": ("tidemark_jsonl", {"tidemark.incremental.snapshot.max.stream.lag.ms": "0"}),
     "tidemark_kafka": ("tidemark_kafka", {}),
     "tidemark_delta": ("tidemark_delta", {}),
     "debezium": ("debezium", {}),
@@ -87,6 +94,17 @@ CREATE TABLE IF NOT EXISTS {TABLE} (
     id bigint PRIMARY KEY, name text, qty int, price numeric(10,2), created timestamptz, note text);
 DROP PUBLICATION IF EXISTS {PUBLICATION};
 CREATE PUBLICATION {PUBLICATION} FOR TABLE {TABLE};
+"""
+# --incremental-rows: the snapshotted table and the signal table (in the publication: the
+# snapshot's watermarks are read back from the WAL)
+BIG = "big"
+SIGNAL_TABLE = "debezium_signal"
+INCREMENTAL_SQL = f"""
+CREATE TABLE IF NOT EXISTS {SIGNAL_TABLE} (id varchar(64) PRIMARY KEY, type varchar(32) NOT NULL, data text);
+CREATE TABLE IF NOT EXISTS {BIG} (LIKE {TABLE} INCLUDING ALL);
+INSERT INTO {BIG} SELECT g, 'customer-' || g, (g %% 100)::int, ((g %% 100000) / 100.0)::numeric(10,2),
+    now(), repeat(md5(g::text), 4) FROM generate_series(1, %(rows)s) g;
+ALTER PUBLICATION {PUBLICATION} ADD TABLE {SIGNAL_TABLE}, {BIG};
 """
 # ~200 bytes a row like pg_stream.py's; one statement = one transaction (autocommit)
 INSERT_SQL = (
@@ -465,8 +483,9 @@ def measure(name: str, idx: int, pg: Any, kafka: Any, base: Path, a: argparse.Na
     settings: dict[str, Any]
     me = os.path.abspath(__file__)
     try:
+        signalling = {"signal.data.collection": f"public.{SIGNAL_TABLE}"} if a.incremental_rows else {}
         if kind == "debezium":
-            props = {**pg_debezium_props(pg, slot, PUBLICATION, work), **extra}
+            props = {**pg_debezium_props(pg, slot, PUBLICATION, work), **signalling, **extra}
             props_path = work / "dbz.props.json"
             props_path.write_text(json.dumps(props, indent=1))
             settings = {
@@ -483,7 +502,12 @@ def measure(name: str, idx: int, pg: Any, kafka: Any, base: Path, a: argparse.Na
             )
             procs.append((consumer, "stdin"))
         else:
-            props = {**pg_tidemark_props(pg, slot, PUBLICATION), **sink_props(kind, work, kafka), **extra}
+            props = {
+                **pg_tidemark_props(pg, slot, PUBLICATION),
+                **sink_props(kind, work, kafka),
+                **{f"debezium.source.{k}": v for k, v in signalling.items()},
+                **extra,
+            }
             if a.history_dir is not None:  # every consumer starts from the same aged offset table
                 shutil.copytree(a.history_dir, work / "warehouse")
             cfg = write_properties(work / "tidemark.properties", props)
@@ -527,6 +551,11 @@ def measure(name: str, idx: int, pg: Any, kafka: Any, base: Path, a: argparse.Na
         if got < warm_n:
             raise RuntimeError(f"warm-up: {got} of {warm_n} rows reached the sink; logs in {work}")
         first += warm_n
+        if a.incremental_rows:
+            data = json.dumps({"data-collections": [f"public.{BIG}"], "type": "incremental"})
+            pg.execute(
+                f"INSERT INTO {SIGNAL_TABLE} VALUES (%s, 'execute-snapshot', %s)", (f"lat-{idx}", data)
+            )
         n = max(1, int(a.rate * a.seconds))
         load0 = os.getloadavg()[0]
         log(f"{name}: warmed up ({warm_n} rows); measuring {n} transactions at {a.rate:g}/s")
@@ -577,6 +606,16 @@ def measure(name: str, idx: int, pg: Any, kafka: Any, base: Path, a: argparse.Na
         "watcher_cpu_s": watcher_cpu,
         "load_average": [round(load0, 2), round(load1, 2)],
     }
+    if a.incremental_rows:
+        snap = [seen.first[i][0] for i in range(1, a.incremental_rows + 1) if i in seen.first]
+        during = sum(1 for t in snap if g["commit"][0] <= t <= g["commit"][-1])
+        line["incremental_snapshot"] = {
+            "rows": a.incremental_rows,
+            "rows_in_sink_during_measurement": during,
+            "rows_in_sink_at_end": len(snap),
+        }
+        if not during:
+            line["error"] = "no snapshot row reached the sink while the workload ran"
     if sink == "delta":
         line["delta_commits"] = delta_commits(seen, g["commit"][0], g["commit"][-1])
     if sink in ("jsonl", "kafka") and line["p99_ms"] is not None:
@@ -648,6 +687,13 @@ def main(argv: list[str] | None = None) -> int:
         help="N earlier saves in each Tidemark warehouse's offset table, as after N seconds of "
         "running with the default flush interval (default 0: a fresh warehouse)",
     )
+    ap.add_argument(
+        "--incremental-rows",
+        type=int,
+        default=0,
+        metavar="N",
+        help="measure while an incremental snapshot of an N-row table runs (default 0: none)",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the work directory (configs, logs, stamps)")
     ap.add_argument("--generator-child", metavar="SPEC", help=argparse.SUPPRESS)
     ap.add_argument(
@@ -685,6 +731,8 @@ def main(argv: list[str] | None = None) -> int:
         servers.callback(pg.destroy)
         with contextlib.closing(pg.connect()) as conn, conn.cursor() as cur:
             cur.execute(SCHEMA_SQL)
+            if a.incremental_rows > 0:
+                cur.execute(INCREMENTAL_SQL, {"rows": a.incremental_rows})
         if a.offsets_history > 0 and any(CONSUMERS[c][0] != "debezium" for c in chosen):
             a.history_dir = offsets_history(base / "offsets-history", a.offsets_history)
         for idx, name in enumerate(chosen):

@@ -417,6 +417,131 @@ def _run(cfg: ConnectorConfig, spark: Any, notices: Any) -> Outcome:
     return out
 
 
+# --------------------------------------------------------------------------- blocking snapshots
+def blocking_config(cfg: ConnectorConfig, tables: list[str], conditions: dict[str, str]) -> ConnectorConfig:
+    """`cfg` reading only `tables` (snapshot.include.collection.list), each condition of the
+    signal as the table's SELECT override (as Debezium takes a blocking snapshot's filters). The
+    conditions were checked by `signals/conditions.py`; sqlglot renders the override around them."""
+    import re
+
+    import sqlglot
+    from sqlglot import exp
+
+    from connectors.settings.config import from_mapping
+
+    dialect = "postgres" if cfg.connector == "postgres" else "mysql"
+    overrides: dict[str, str] = {"snapshot.include.collection.list": ",".join(re.escape(t) for t in tables)}
+    for table, cond in conditions.items():
+        ns, _, name = table.partition(".")
+        query = (
+            exp.select("*")
+            .from_(exp.table_(name, db=ns, quoted=True))
+            .where(sqlglot.parse_one(cond, read=dialect))
+        )
+        overrides[f"snapshot.select.statement.overrides.{table}"] = query.sql(dialect=dialect)
+    return from_mapping(dict(cfg.origin.raw), overrides)
+
+
+def run_blocking(request: dict[str, Any], *, spark: Any = None) -> Outcome:
+    """A blocking snapshot of `request["tables"]` while the connector's stream is paused (started
+    by `connectors/snapshot/blocking.py`): a fresh view of the tables, planned in chunks under
+    the batch seq `request["batch_seq"]` (reserved now, so the stream resumes after it), read and
+    committed as the initial snapshot's chunks are; its progress goes to `_state/snapshots` under
+    the connector's blocking partition. A snapshot planned before a crash resumes its chunks."""
+    from connectors.engine.wiring import reserve_seq
+    from connectors.settings.config import from_mapping
+    from connectors.signals.notify import Notifier
+    from connectors.sinks.common import context_headers_for
+    from connectors.snapshot.blocking import progress_key
+
+    base = from_mapping(request["raw"])
+    cfg = blocking_config(base, list(request["tables"]), dict(request.get("conditions") or {}))
+    sid = str(request["snapshot_id"])
+    mysql = cfg.connector != "postgres"
+    mod: Any
+    if mysql:
+        from connectors.snapshot import mysql as mod
+    else:
+        from connectors.snapshot import postgres as mod
+    t0 = time.monotonic()
+    progress = SnapshotProgress(cfg.warehouse, progress_key(cfg.name))
+    state = progress.latest()
+    decision = Decision(True, False, True, False, f"blocking snapshot of {', '.join(request['tables'])}")
+    if state is not None and state.snapshot_id == sid and state.completed:
+        return Outcome(decision, sid, state.rows, len(state.chunks))
+    watermarks = mysql and cfg.runtime.snapshot_mysql_method == "watermarks"
+    readers = {"readers": _threads(cfg)} if mysql and not watermarks else {}
+    snap = (mod.MySqlSnapshotter if mysql else mod.PgSnapshotter)(cfg)
+    notifier = Notifier.from_config(cfg)
+    notices = notifier.initial_snapshot  # Debezium's blocking snapshot sends the initial snapshot's
+    try:
+        try:
+            view = snap.fresh_view(**readers)
+            if state is not None and state.snapshot_id == sid:
+                pos, chunks, done_rows = state.position, state.pending, state.rows
+                log.info(
+                    "blocking snapshot %s: resuming %d of %d chunks", sid, len(chunks), len(state.chunks)
+                )
+            else:
+                pos = mod.position(view)
+                chunks, detail = snap.plan(view, cfg.runtime.snapshot_chunk_rows)
+                seq = int(request["batch_seq"])
+                detail |= {"batch_seq": seq, "kind": "blocking"}
+                for c in chunks:
+                    c.detail["batch_seq"] = seq
+                reserve_seq(base, seq)
+                progress.plan(sid, chunks, pos, detail)
+                done_rows = 0
+                log.info("blocking snapshot %s: %d tables in %d chunks", sid, detail["tables"], len(chunks))
+        except BaseException:
+            if "view" in locals():
+                view.close()
+            raise
+        finally:
+            snap.close()
+        notices.started()
+        try:
+            rows = _read_chunks(
+                cfg,
+                spark,
+                sid,
+                view,
+                pos,
+                chunks,
+                done_rows,
+                progress,
+                context_headers_for(cfg),
+                notices=notices,
+                driver_threads=mysql and not watermarks,
+                watermarks=watermarks,
+            )
+        except BaseException:
+            notices.aborted()
+            raise
+        finally:
+            view.close()
+        progress.complete(sid, rows, pos)
+        notices.completed()
+    finally:
+        notifier.close()
+    out = Outcome(decision, sid, rows, len(chunks), time.monotonic() - t0)
+    log.info("blocking snapshot %s completed: %d rows in %.1fs", sid, rows, out.seconds)
+    return out
+
+
+def _watch_parent(pid: int) -> None:
+    """Exit when the connector that started this job is gone (killed): a restarted connector
+    resumes the snapshot, and must not race an orphaned job on the same chunks."""
+    import threading
+
+    def watch() -> None:
+        while os.getppid() == pid:
+            time.sleep(0.2)
+        os._exit(3)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
 def _threads(cfg: ConnectorConfig) -> int:
     """MySQL/MariaDB readers: snapshot.max.threads when the file sets it, else the cores."""
     if "snapshot.max.threads" in cfg.origin.source_text:
@@ -622,21 +747,34 @@ def _result(fut: Future[ChunkResult], chunk: Chunk) -> ChunkResult:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="spark_jobs.snapshot", description=__doc__.splitlines()[0])
-    p.add_argument("--config", required=True, type=Path, help="connector configuration file")
+    p.add_argument("--config", type=Path, help="connector configuration file")
     p.add_argument("--result", type=Path, help="write the outcome as JSON to this file")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    # A blocking snapshot (connectors/snapshot/blocking.py starts it): the request as JSON, the
+    # file its error message goes to, and the connector's pid (the job ends when it is gone).
+    p.add_argument("--blocking", type=Path, help=argparse.SUPPRESS)
+    p.add_argument("--error-file", type=Path, help=argparse.SUPPRESS)
+    p.add_argument("--parent", type=int, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
+    if a.config is None and a.blocking is None:
+        p.error("--config is required")
     logging.basicConfig(
         level=a.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
     logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines are connection chatter
+    if a.parent:
+        _watch_parent(a.parent)
     try:
-        cfg = load(a.config)
-        out = run(cfg)
+        if a.blocking is not None:
+            out = run_blocking(orjson.loads(a.blocking.read_bytes()))
+        else:
+            out = run(load(a.config))
     except TidemarkError as e:
         print(f"error: {e.message}", file=sys.stderr)
         if e.hint:
             print(f"  hint: {e.hint}", file=sys.stderr)
+        if a.error_file:
+            a.error_file.write_text(e.message + (f" ({e.hint})" if e.hint else ""))
         return 2 if e.__class__.__name__ == "ConfigError" else 1
     if a.result:
         a.result.write_bytes(out.as_json())

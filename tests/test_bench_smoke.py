@@ -84,3 +84,29 @@ def test_latency_benchmark_small_run() -> None:
         assert floor < d["p50_ms"] <= d["p99_ms"] <= d["max_ms"], d
         assert d["generator"]["transactions"] == 100 and d["generator"]["achieved_rate"] > 0, d
     assert lines[2]["delta_commits"]["commits"] > 0
+
+
+@pytest.mark.timeout(600)
+def test_latency_during_incremental_snapshot() -> None:
+    """bench/latency.py --incremental-rows: the measured rows stream while an incremental snapshot
+    of another table runs, and the line says how many snapshot rows reached the sink meanwhile."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "latency.py"),
+            *("--rate", "50", "--seconds", "6", "--warmup", "1", "--drain", "20"),
+            *("--consumers", "tidemark_jsonl", "--incremental-rows", "20000"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (d,) = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    assert "error" not in d, d
+    assert d["delivered"] == d["events"] == 300 and d["duplicates"] == 0, d
+    snap = d["incremental_snapshot"]
+    assert (
+        snap["rows"] == 20000 and 0 < snap["rows_in_sink_during_measurement"] <= snap["rows_in_sink_at_end"]
+    )

@@ -4,6 +4,7 @@ behaviour is in tests/test_incremental_snapshot_{pg,mariadb}.py."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from connectors.snapshot.incremental import PREFIX, Progress, strip
@@ -76,3 +77,39 @@ def test_staging_round_trip_and_cleanup(tmp_path: Path) -> None:
     st.drop_other_snapshots("s2")
     assert st.read("s1-0") is None and st.read("s2-0") is not None
     assert Staging(tmp_path, "c2").read("s1-0") is not None  # other connectors' rows stay
+
+
+def test_staging_memory_copy_is_the_callers_own(tmp_path: Path) -> None:
+    st = Staging(tmp_path, "c1")
+    st.write("s1-0", ChunkMeta("public.a", ["2"], ["9"], 2, []), ['{"id":1}'], ['{"id":1}'], ["1"])
+    first = st.read("s1-0")
+    assert first is not None
+    first.meta.completed.append("public.x")
+    first.afters.clear()
+    again = st.read("s1-0")
+    assert again is not None and again.meta.completed == [] and again.afters == ['{"id":1}']
+
+
+def test_chunks_wait_for_a_lagging_stream_but_never_stop(tmp_path: Path) -> None:
+    from cfgutil import config
+
+    from connectors.api import Batch
+    from connectors.snapshot import incremental
+    from connectors.snapshot.incremental import IncrementalSnapshots
+
+    cfg = config("postgres", tidemark__warehouse=str(tmp_path))
+    ctl = IncrementalSnapshots(cfg, None, lambda: None, "public.sig")  # type: ignore[arg-type]
+    assert ctl.max_lag_ms == 1000
+    lagging = Batch([], {"lsn": 1}, extra={"source_ts_ms": time.time() * 1000 - 5000})
+    ctl.process(lagging)
+    old, incremental.HOLD_MAX_S = incremental.HOLD_MAX_S, 0.3
+    try:
+        began = time.monotonic()
+        ctl.stream_first()  # 5 s behind: held, for HOLD_MAX_S at most
+        assert 0.3 <= time.monotonic() - began < 2.0
+        ctl.process(Batch([], {"lsn": 2}, extra={"source_ts_ms": time.time() * 1000}))
+        began = time.monotonic()
+        ctl.stream_first()  # caught up: not held
+        assert time.monotonic() - began < 0.1
+    finally:
+        incremental.HOLD_MAX_S = old

@@ -24,19 +24,34 @@ def build_engine(
     """Wire source, sinks and offset store for a loaded config."""
     source_class, offset_key = _source(cfg)
 
+    live: Any = None  # set-binlog-position: the source it moves (sources/mysql/reposition.py)
+
     def factory() -> Source:
-        return source_class(cfg, until_caught_up=until_caught_up, max_seconds=max_seconds)
+        src = source_class(cfg, until_caught_up=until_caught_up, max_seconds=max_seconds)
+        if live is not None:
+            live.set(src)
+        if incremental is not None and incremental.gtid is not None:
+            src.wants_position = incremental.gtid.waiting  # type: ignore[attr-defined]  # MySqlSource
+        return src
 
     from connectors.signals.processor import SignalProcessor
 
     # Before the sinks: a signal/notification setting that is wrong fails before anything opens.
     signals = SignalProcessor.from_config(cfg)
-    incremental = None
+    incremental = blocking = None
     if signals is not None:
+        from connectors.snapshot import blocking as blocking_snapshots
         from connectors.snapshot.incremental import build
 
         incremental = build(cfg, signals.notifier, signals.settings.data_collection)
         incremental.register(signals.handlers)
+        if cfg.connector != "postgres":
+            from connectors.sources.mysql.reposition import register
+
+            processor = signals
+            live = register(cfg, signals.handlers, lambda: processor.current_offset())
+        blocking = blocking_snapshots.build(cfg, signals.notifier)
+        blocking.register(signals.handlers)  # execute-snapshot with "type": "blocking"
     sinks = build_sinks(cfg)
     _check_storage(cfg, sinks)
     return Engine(
@@ -49,6 +64,7 @@ def build_engine(
         offsets_flush_s=cfg.runtime.offsets_flush_interval_ms / 1000,
         signals=signals,
         incremental=incremental,
+        blocking=blocking,
     )
 
 

@@ -668,8 +668,9 @@ _SIGNAL_KEYS = r"|signal\..+|notification\.(enabled\.channels|sink\.topic\.name)
 _INCREMENTAL_KEYS = r"|incremental\.snapshot\.(chunk\.size|watermarking\.strategy)"
 IMPLEMENTED: dict[Connector, re.Pattern[str]] = {
     "postgres": re.compile(_SNAPSHOT_KEYS.pattern + _SIGNAL_KEYS + _INCREMENTAL_KEYS),
-    "mysql": re.compile(_SNAPSHOT_KEYS.pattern + _SIGNAL_KEYS + _INCREMENTAL_KEYS),
-    "mariadb": re.compile(_SNAPSHOT_KEYS.pattern + _SIGNAL_KEYS + _INCREMENTAL_KEYS),
+    # read.only: read-only incremental snapshots with GTID watermarks (snapshot/incremental_gtid.py)
+    "mysql": re.compile(_SNAPSHOT_KEYS.pattern + _SIGNAL_KEYS + _INCREMENTAL_KEYS + r"|read\.only"),
+    "mariadb": re.compile(_SNAPSHOT_KEYS.pattern + _SIGNAL_KEYS + _INCREMENTAL_KEYS + r"|read\.only"),
 }
 """Keys NOT_YET matches that a connector already acts on (its snapshot settings, signals and
 notifications)."""
@@ -721,6 +722,8 @@ SERVER_PROPERTIES: dict[str, Prop] = {
         P("tidemark.snapshot.chunk.rows", "int", 100000),
         # MySQL/MariaDB: Debezium's lock-based consistent read, or lock-free per-chunk watermarks.
         P("tidemark.snapshot.mysql.method", "enum", "locking", choices(MySqlSnapshotMethod)),
+        # Incremental snapshots: no new chunk while the stream lags more than this (the stream first).
+        P("tidemark.incremental.snapshot.max.stream.lag.ms", "int", 1000),
         # Airflow (dags/, plugins/): where the database connection comes from, scheduled snapshots.
         P("tidemark.airflow.connection.id", "str"),
         P("tidemark.airflow.snapshot.schedule", "str"),

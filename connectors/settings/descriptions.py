@@ -106,7 +106,7 @@ _COMMON: dict[str, str] = {
     ),
     "query.fetch.size": "Rows fetched per round trip by queries made while streaming; 0 uses the JDBC driver's default.",
     "queue.provider.type": "Which implementation buffers change events between the reader and the writer (memory by default).",
-    "read.only": "Run incremental snapshots without writing to the source database (no watermark rows in the signal table).",
+    "read.only": "MySQL/MariaDB: incremental snapshots without writes to the source database (GTID watermarks; signals through the delta, file or kafka channel).",
     "retriable.restart.connector.wait.ms": "How long, in ms, to wait before the connector restarts after a retriable error.",
     "schema.exclude.list": "Regexes of schema names whose tables are not captured.",
     "schema.include.list": "Regexes of schema names whose tables are captured; every other schema is left out.",
@@ -357,6 +357,10 @@ _SERVER: dict[str, str] = {
     "tidemark.snapshot.chunk.rows": (
         "Target rows per snapshot chunk: tables are split into primary-key ranges of about this many rows, each read by "
         "one Spark task and committed (and resumed) on its own; it bounds a task's memory."
+    ),
+    "tidemark.incremental.snapshot.max.stream.lag.ms": (
+        "Incremental snapshots: no new chunk window opens while the stream is more than this many ms behind the "
+        "source (for at most 5 s a chunk); 0: no hold."
     ),
     "tidemark.snapshot.mysql.method": (
         "MySQL/MariaDB snapshot consistency: locking (Debezium's consistent view) or watermarks (lock-free, per chunk)."

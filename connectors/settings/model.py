@@ -248,6 +248,7 @@ class RuntimeSettings(_Frozen):
     spark_master: str
     snapshot_chunk_rows: int
     snapshot_mysql_method: MySqlSnapshotMethod
+    incremental_snapshot_max_stream_lag_ms: int
     airflow_connection_id: str | None
     airflow_snapshot_schedule: str | None
     airflow_snapshot_tables: tuple[str, ...] | None

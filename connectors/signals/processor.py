@@ -12,8 +12,9 @@ logs its message (Debezium's Log action: the first `{}` becomes the current offs
 snapshot and repositioning signals are checked, journaled and refused with an error
 notification saying they are not available yet, unless real handlers are registered
 (`Handlers.register`): the engine's wiring registers the incremental snapshot's
-(`snapshot/incremental.py`: execute-snapshot, stop-, pause-, resume-snapshot); blocking snapshots
-and set-binlog-position stay refused.
+(`snapshot/incremental.py`: execute-snapshot, stop-, pause-, resume-snapshot) and, for MySQL/MariaDB,
+set-binlog-position (`sources/mysql/reposition.py`), and the blocking snapshot's
+(`snapshot/blocking.py`: execute-snapshot with type blocking).
 """
 
 from __future__ import annotations

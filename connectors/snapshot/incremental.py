@@ -49,12 +49,14 @@ from connectors.signals.model import (
 )
 from connectors.signals.notify import Notifier
 from connectors.signals.processor import Handlers
+from connectors.snapshot.incremental_gtid import GtidWindows
 from connectors.snapshot.incremental_read import WINDOW_CLOSE, WINDOW_OPEN, ChunkReader, ChunkSource
 from connectors.snapshot.incremental_staging import ChunkMeta, StagedChunk, Staging
 
 log = logging.getLogger(__name__)
 
 PREFIX = "incremental_snapshot_"
+HOLD_MAX_S = 5.0  # the longest a chunk waits for a lagging stream (the snapshot never stops)
 DURABLE_WAIT_S = 30.0  # how long a snapshot signal waits for its effect to be stored with a batch
 
 
@@ -202,6 +204,15 @@ class IncrementalSnapshots:
         self._closed = False
         self._schemas: dict[str, TableSchema] = {}
         self.emitted = 0  # snapshot records emitted by this process
+        # The stream goes first: a chunk's rows share the engine and the sinks with it, so no new
+        # chunk window opens while the stream lags more than this (for at most HOLD_MAX_S a chunk).
+        self.max_lag_ms = cfg.runtime.incremental_snapshot_max_stream_lag_ms
+        self._lag_ms, self._lag_at = 0.0, 0.0  # the last batch's distance from the source, and when
+        self.held_s = 0.0  # how long chunks were held back for the stream (logged at the end)
+        # read.only=true (MySQL/MariaDB): GTID watermarks, nothing written to the source database
+        self.gtid = (
+            GtidWindows(self._cond) if cfg.connector != "postgres" and props.get("read.only") else None
+        )
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -225,6 +236,8 @@ class IncrementalSnapshots:
         """Take the snapshot state stored with the offset the stream resumes from; returns the
         offset for the source (without that state)."""
         p = Progress.from_offset(offset)
+        if self.gtid is not None and p is not None:
+            self.gtid.restore(self.staging, p)
         with self._cond:
             self.progress = p
             self._gen += 1
@@ -242,10 +255,13 @@ class IncrementalSnapshots:
 
     def process(self, batch: Batch) -> None:
         """Watermarks, window keys and the chunk's rows in `batch`; the state into its offset."""
+        src_ts = batch.extra.get("source_ts_ms")
+        if src_ts:
+            self._lag_ms, self._lag_at = time.time() * 1000 - src_ts, time.monotonic()
         with self._cond:
             p = self.progress
             if p is not None:
-                out = self._scan(batch.records, p)
+                out = self._scan(batch.records, p) if self.gtid is None else self.gtid.scan(self, batch, p)
                 if out is not None:
                     batch.records = out
             p = self.progress
@@ -456,6 +472,19 @@ class IncrementalSnapshots:
     def publish(self, table: str, ts: TableSchema) -> None:
         self._schemas[table] = ts
 
+    def stream_first(self) -> None:
+        """Wait while the stream lags more than `max_lag_ms` behind the source (a lag measured
+        over a second ago is stale: an idle stream does not lag), for at most HOLD_MAX_S."""
+        if self.max_lag_ms <= 0:
+            return
+        began = time.monotonic()
+        with self._cond:
+            while not self._closed and time.monotonic() - began < HOLD_MAX_S:
+                if self._lag_ms <= self.max_lag_ms or time.monotonic() - self._lag_at > 1.0:
+                    break
+                self._cond.wait(0.05)
+        self.held_s += time.monotonic() - began
+
     def next_work(self) -> tuple[Progress, tuple[str, int, int]] | None:
         """Wait for a chunk to read: (a copy of the progress, its token); None once closed."""
         with self._cond:
@@ -523,16 +552,17 @@ class IncrementalSnapshots:
     def execute(self, request: Request, signal: SignalRecord) -> str | None:
         assert isinstance(request, ExecuteSnapshot)
         if request.snapshot_type == "blocking":
-            raise SignalError("blocking snapshots are not available in Tidemark yet (nothing was run)")
-        if not self.signal_table:
+            # (snapshot/blocking.py takes these when the engine's wiring registered it)
+            raise SignalError("blocking snapshots need the streaming engine (nothing was run)")
+        if not self.signal_table and self.gtid is None:
             raise SignalError(
                 "an incremental snapshot needs signal.data.collection: its watermarks are written to "
                 "that table and read back from the log"
             )
         from connectors.settings.filters import TableFilters
 
-        ns, _, name = self.signal_table.partition(".")
-        if not TableFilters.from_settings(self.cfg.source).captures(ns, name):
+        ns, _, name = (self.signal_table or "").partition(".")
+        if self.gtid is None and not TableFilters.from_settings(self.cfg.source).captures(ns, name):
             raise SignalError(
                 f"the signal table {self.signal_table} is not captured: the snapshot's watermarks are "
                 "read back from the log (add it to the table include list)"
@@ -649,13 +679,13 @@ def build(cfg: ConnectorConfig, notifier: Notifier, signal_table: str | None) ->
     """The controller of `cfg`'s connector."""
 
     def factory() -> ChunkSource:
-        assert signal_table is not None
         if cfg.connector == "postgres":
+            assert signal_table is not None
             from connectors.snapshot.incremental_pg import PgChunkSource
 
             return PgChunkSource(cfg, signal_table)
         from connectors.snapshot.incremental_mysql import MySqlChunkSource
 
-        return MySqlChunkSource(cfg, signal_table)
+        return MySqlChunkSource(cfg, signal_table or "")  # read.only: no signal table written
 
     return IncrementalSnapshots(cfg, notifier, factory, signal_table)

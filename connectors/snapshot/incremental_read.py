@@ -18,6 +18,10 @@ Per chunk (`<snapshot id>-<chunk number>`):
    more than one chunk ahead. Nothing is read ahead while the snapshot is paused or when a
    signal changed it meanwhile.
 
+With read.only=true (MySQL/MariaDB) nothing is written to the source database: steps 2 and 4 read
+the executed GTID set instead (before the chunk's transaction and after it), staged with the
+chunk; the engine finds the window by the events' GTIDs (`incremental_gtid.py`).
+
 The reader writes to the source database (the watermarks) and to staging, never to the sinks:
 what is emitted, and where in the stream, is decided by the engine alone (`incremental.py`).
 """
@@ -29,7 +33,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import orjson
 import pyarrow as pa
@@ -83,6 +87,14 @@ class SignalRows:
         with self.conn.cursor() as cur:
             cur.execute(f"SELECT 1 FROM {self._signal} WHERE id = %s", (sid,))
             return cur.fetchone() is not None
+
+
+class GtidWindowSource(Protocol):
+    """read.only=true (MySQL/MariaDB): the chunk's watermarks are executed GTID sets."""
+
+    def begin_window(self) -> str: ...
+
+    def end_window(self) -> str: ...
 
 
 class ChunkSource(Protocol):
@@ -257,11 +269,16 @@ class ChunkReader:
             if staged.meta.table is not None:
                 self._publish(src, staged.meta.table)
             self._finished[1].update(staged.meta.completed)
-            self._close(src, cid, None)
+            self._close(src, cid, None, staged.meta)
             return staged.meta
         notify = self.controller.notifier.incremental_snapshot
+        self.controller.stream_first()  # (a window held open meanwhile would only grow)
         opened = _instant()
-        if not src.signal_exists(f"{cid}-open"):
+        gtid = self.controller.gtid
+        low: str | None = None
+        if gtid is not None:  # read.only: the executed GTID set is the open watermark
+            low = cast(GtidWindowSource, src).begin_window()
+        elif not src.signal_exists(f"{cid}-open"):
             # (one that an attempt before a crash inserted opened the window earlier: still sound)
             data = orjson.dumps({"openWindowTimestamp": opened}).decode()
             src.insert_signal(f"{cid}-open", WINDOW_OPEN, data)
@@ -307,12 +324,25 @@ class ChunkReader:
             done.append(table)
             collections.pop(0)
             max_key, last_key, table_rows = None, None, 0
+        high: str | None = None
+        if gtid is not None and low is not None:
+            # From here until the high watermark is known the engine holds back its decision on
+            # events after `low` (incremental_gtid.py).
+            gtid.closing(cid, low)
+            try:
+                high = cast(GtidWindowSource, src).end_window()
+            except BaseException:
+                gtid.abandon(cid)
+                raise
+            gtid.arm(cid, low, high)
         meta = ChunkMeta(
             collections[0]["id"] if rows is not None else None,
             last_key,
             max_key,
             table_rows,
             done,
+            low,
+            high,
         )
         if rows is not None and self.controller.running(p.snapshot_id, collections[0]["id"]):
             notify.in_progress(
@@ -322,10 +352,15 @@ class ChunkReader:
                 max_key,
                 last_key or [],
             )
-        if rows is not None:
-            self.staging.write(cid, meta, rows.keys, rows.afters, dedup_values(rows, surrogate))
-        else:
-            self.staging.write(cid, meta, [], [], [])
+        try:
+            if rows is not None:
+                self.staging.write(cid, meta, rows.keys, rows.afters, dedup_values(rows, surrogate))
+            else:
+                self.staging.write(cid, meta, [], [], [])
+        except BaseException:
+            if gtid is not None:
+                gtid.abandon(cid)  # read again, in a new window
+            raise
         self.chunks_read += 1
         # Decided before the close watermark (once it is written the engine may end the snapshot),
         # sent after it: every row of the snapshot is before that watermark in the log.
@@ -333,7 +368,11 @@ class ChunkReader:
         complete = not collections and self.controller.completes(p.snapshot_id, self._finished[1])
         self._close(src, cid, opened)
         if complete:
-            log.info("incremental snapshot %s: every table read", p.snapshot_id)
+            log.info(
+                "incremental snapshot %s: every table read (chunks held %.1fs in all for a lagging stream)",
+                p.snapshot_id,
+                self.controller.held_s,
+            )
             notify.completed(p.correlation_id)
         return meta
 
@@ -342,8 +381,15 @@ class ChunkReader:
         if found is not None:
             self.controller.publish(table, found[0])
 
-    def _close(self, src: ChunkSource, cid: str, opened: str | None) -> None:
+    def _close(self, src: ChunkSource, cid: str, opened: str | None, meta: ChunkMeta | None = None) -> None:
         """Close the chunk's window (again, after a restart: only if it is not closed yet)."""
+        gtid = self.controller.gtid
+        if gtid is not None:  # read.only: no row to write; the engine may emit the chunk now
+            if opened is None and meta is not None and meta.low is not None and meta.high is not None:
+                gtid.arm(cid, meta.low, meta.high, staged=True)
+            else:
+                gtid.staged(cid)
+            return
         if self.strategy == "insert_delete":
             src.delete_signal(f"{cid}-open")  # 0 rows: deleted before, the delete is in the log
             return

@@ -56,6 +56,9 @@ class ChunkMeta:
     max_key: list[Any] | None  # its maximum key (read when its first chunk was)
     table_rows: int  # rows of `table` read so far, this chunk included
     completed: list[str]  # tables finished inside this chunk's window (before `table`)
+    # read.only=true: the executed GTID sets before and after the read (incremental_gtid.py)
+    low: str | None = None
+    high: str | None = None
 
     def to_json(self) -> str:
         return orjson.dumps(self.__dict__).decode()
@@ -157,11 +160,11 @@ class Staging:
                 dt = self._table()
                 if dt is None:
                     return None
-                # `partitions` prunes the files in the Delta log first (`filters` would build a
-                # dataset over every staged file and filter it)
-                t = dt.to_pyarrow_table(
-                    partitions=[("connector", "=", self.connector), ("chunk", "=", chunk)],
-                    columns=["kind", "ord", "key", "after", "dedup", "meta"],
+                # files pruned in the Delta log first (`to_pyarrow_table(filters=...)` would
+                # build a dataset over every staged file and filter it)
+                where = [("connector", "=", self.connector), ("chunk", "=", chunk)]
+                t = dt.to_pyarrow_dataset(file_pruning_predicate=where).to_table(
+                    columns=["kind", "ord", "key", "after", "dedup", "meta"]
                 )
             except OSError as e:
                 raise storage_error(e, self.uri, "the incremental snapshot staging table") from None
