@@ -756,8 +756,8 @@ def test_snapshot_signal_notification_keys_not_yet(tmp_path: Path) -> None:
     # PostgreSQL's snapshots read snapshot.fetch.size, the overrides and the incremental chunk size;
     # incremental.snapshot.allow.schema.changes is not acted on yet
     assert (
-        "debezium.source.incremental.snapshot.allow.schema.changes (they take effect once snapshots are "
-        "available in Tidemark)"
+        "debezium.source.incremental.snapshot.allow.schema.changes (Tidemark's snapshots do not act on "
+        "them yet)"
     ) in later
     assert "snapshot.fetch.size" not in later and "overrides" not in later and "chunk.size" not in later
     # signals and notifications are read now (connectors/signals/)

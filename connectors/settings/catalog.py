@@ -648,10 +648,10 @@ NOT_YET: tuple[tuple[re.Pattern[str], str], ...] = (
             r"(incremental\.|internal\.)?snapshot\.(?!mode$).+|legacy\.snapshot\.max\.threads"
             r"|min\.row\.count\.to\.stream\.results|read\.only"
         ),
-        "they take effect once snapshots are available in Tidemark",
+        "Tidemark's snapshots do not act on them yet",
     ),
-    (re.compile(r"signal\..+"), "they take effect once signals are available in Tidemark"),
-    (re.compile(r"notification\..+"), "they take effect once notifications are available in Tidemark"),
+    (re.compile(r"signal\..+"), "Tidemark's signals do not act on them yet"),
+    (re.compile(r"notification\..+"), "Tidemark's notifications do not act on them yet"),
 )
 """Snapshot, signal and notification keys (catalog keys and prefix families): accepted and
 type-checked, with one warning that they are not used yet (unless IMPLEMENTED says otherwise)."""
