@@ -712,3 +712,41 @@ def test_context_headers_on_data_change_records(tmp_path: Path, bootstrap: str) 
         tuple((h["key"], base64.b64decode(h["value"])) for h in orjson.loads(r or "[]"))
         for r in rows["headers"].to_pylist()
     ] == want
+
+
+@pytest.mark.kafka
+@pytest.mark.parametrize("client", ["confluent", "kafka-python"])
+def test_keys_land_on_the_java_clients_partition(bootstrap: str, client: str) -> None:
+    """A keyed record goes to the partition Kafka Connect's producer (Debezium) sends it to:
+    murmur2 of the key bytes, made positive, modulo the partition count."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    from kafka.partitioner.default import murmur2
+
+    from connectors.sinks.kafka import KafkaSink
+
+    topic = f"srv.public.p_{uuid.uuid4().hex[:10]}"
+    sink = KafkaSink({"bootstrap.servers": bootstrap}, client=client, topic_partitions=4)  # type: ignore[arg-type]
+    sink.write(
+        Batch([change(topic, "c", i, None, {"id": i, "name": "x"}, 100 + i) for i in range(40)], {}, seq=1)
+    )
+    sink.close()
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.partition.eof": True})
+    try:
+        c.assign([TopicPartition(topic, p, 0) for p in range(4)])
+        got: dict[bytes, int] = {}
+        eof: set[int] = set()
+        deadline = time.monotonic() + 20
+        while (len(got) < 40 or len(eof) < 4) and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error():
+                assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
+                eof.add(m.partition())
+                continue
+            got[m.key()] = m.partition()
+    finally:
+        c.close()
+    assert len(got) == 40
+    assert {k: (murmur2(k) & 0x7FFFFFFF) % 4 for k in got} == got
+    assert len(set(got.values())) == 4  # spread over every partition

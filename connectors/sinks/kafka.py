@@ -42,6 +42,9 @@ CONFLUENT_DEFAULTS: dict[str, Any] = {
     "batch.size": 1_000_000,
     "compression.type": "lz4",
     "delivery.timeout.ms": 120_000,
+    # Kafka Connect's (the Java client's) partitioner: a key lands on the partition it does under
+    # Debezium (librdkafka's default, consistent_random, hashes with CRC32 instead)
+    "partitioner": "murmur2_random",
 }
 # kafka-python: lz4 needs the extra `lz4` package, gzip is built in (and faster than none there).
 KAFKA_PYTHON_DEFAULTS: dict[str, Any] = {
