@@ -265,7 +265,7 @@ def watch_delta(table: Path, out: SeenLog, poll_s: float) -> None:
         kv: list[tuple[Any, Any]] = []
         for line in f.read_bytes().splitlines():
             add = orjson.loads(line).get("add")
-            if add:
+            if add and add.get("dataChange", True):  # (a compaction's files hold old rows)
                 cols = pq.read_table(table / unquote(add["path"]), columns=["key", "source"]).to_pydict()
                 kv += [
                     (orjson.loads(k) if k else None, {"source": s})

@@ -750,3 +750,31 @@ def test_keys_land_on_the_java_clients_partition(bootstrap: str, client: str) ->
     assert len(got) == 40
     assert {k: (murmur2(k) & 0x7FFFFFFF) % 4 for k in got} == got
     assert len(set(got.values())) == 4  # spread over every partition
+
+
+def test_delta_change_log_compacts_its_small_files(tmp_path: Path) -> None:
+    """Every `compact_files` added files the sink compacts the change log: the live file count
+    stays bounded, the rows (and their order keys) are unchanged, and a restarted sink still
+    finds its offset and skips batches already committed."""
+    from deltalake import DeltaTable
+
+    from connectors.sinks.delta import DeltaChangeLogSink
+
+    uri = tmp_path / "changelog"
+    sink = DeltaChangeLogSink(uri, "conn1", compact_files=6)
+    written = []
+    for seq in range(1, 13):  # two tables a batch: two files a commit
+        recs = [
+            change(f"srv.public.t{t}", "c", seq * 10 + t, None, {"id": seq * 10 + t}, seq) for t in (1, 2)
+        ]
+        sink.write(Batch(recs, {"lsn": seq}, seq=seq))
+        written += [r.key for r in recs]
+    dt = DeltaTable(str(uri))
+    assert len(dt.file_uris()) <= 6 + 2  # compacted at 6 added files: never more than 6 small ones + 2
+    assert any(h.get("operation") == "OPTIMIZE" for h in dt.history())
+    rows = sorted(dt.to_pyarrow_table().to_pylist(), key=lambda r: (r["batch_seq"], r["event_index"]))
+    assert [orjson.loads(r["key"]) for r in rows] == written
+    again = DeltaChangeLogSink(uri, "conn1", compact_files=6)
+    assert again.last_offset() == (12, {"lsn": 12})
+    again.write(Batch([change("srv.public.t1", "c", 999, None, {"id": 999}, 99)], {"lsn": 99}, seq=12))
+    assert DeltaTable(str(uri)).to_pyarrow_table().num_rows == 24  # seq 12 again: skipped

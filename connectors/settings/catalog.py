@@ -704,6 +704,9 @@ SERVER_PROPERTIES: dict[str, Prop] = {
         P("debezium.sink.kafka.client", "enum", "confluent", choices(KafkaClient)),
         P("debezium.sink.jsonl.path", "str"),
         P("debezium.sink.delta.table.path", "str"),  # default <warehouse>/<topic.prefix>/changelog
+        # The change log is compacted after this many added files (0: never; commits slow down
+        # with the table's file count).
+        P("debezium.sink.delta.compact.files", "int", 200),
         P("debezium.sink.kafka.topic.creation.enable", "bool", True),
         P("debezium.sink.kafka.topic.creation.partitions", "int", -1),
         P("debezium.sink.kafka.topic.creation.replication.factor", "int", -1),

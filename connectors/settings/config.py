@@ -170,6 +170,7 @@ def build(v: Validated, path: Path | None) -> ConnectorConfig:
         ),
         delta=DeltaSinkSettings(
             table_path=sink.get("delta.table.path"),
+            compact_files=sink["delta.compact.files"],
             storage={k: SecretStr(str(x)) for k, x in _strip_prefix(sink, "delta.storage.").items()},
         ),
         jsonl=JsonlSinkSettings(path=sink.get("jsonl.path")),

@@ -332,6 +332,10 @@ _SERVER: dict[str, str] = {
     "debezium.sink.type": "Which sinks receive the records: one or more of kafka, delta, jsonl (comma-separated).",
     "debezium.sink.kafka.client": "Kafka client library used by the kafka sink: confluent (librdkafka) or kafka-python.",
     "debezium.sink.jsonl.path": "File the jsonl sink appends one JSON line per record to, or - for standard output.",
+    "debezium.sink.delta.compact.files": (
+        "The Delta sink compacts the change log's small files after this many were added (a commit costs "
+        "more the more files the table has); 0: never."
+    ),
     "debezium.sink.delta.table.path": (
         "Location (local path or object-store URI) of the Delta change-log table; default "
         "<warehouse>/<topic.prefix>/changelog."

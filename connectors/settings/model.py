@@ -214,6 +214,7 @@ class DeltaSinkSettings(_Frozen):
     """`debezium.sink.delta.*`."""
 
     table_path: str | None  # default <warehouse>/<topic.prefix>/changelog
+    compact_files: int  # compact the change log after this many added files (0: never)
     storage: Mapping[str, SecretStr]  # delta-rs storage options: every value is treated as a secret
 
 

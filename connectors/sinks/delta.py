@@ -43,6 +43,12 @@ from connectors.state.storage import storage_error
 
 log = logging.getLogger(__name__)
 
+# A commit costs time in proportion to the table's live files (delta-rs, measured: 0.35 s at 2,400
+# small files, 0.08 s after compaction), and a stream adds a file per table per commit; so the sink
+# compacts once `compact_files` files were added. Files of COMPACT_TARGET_BYTES or more are left
+# alone: a compaction rewrites at most about that much per table, not the whole history.
+COMPACT_TARGET_BYTES = 32 << 20
+
 META_PARTITION = "__meta"
 OFFSET_KEY = "tidemark.offset"
 SEQ_KEY = "tidemark.batch_seq"
@@ -343,7 +349,10 @@ class DeltaChangeLogSink:
         value_schemas_enable: bool = True,
         storage_options: Mapping[str, str] | None = None,
         context: tuple[tuple[str, bytes], ...] = (),
+        compact_files: int = 200,
     ) -> None:
+        self.compact_files = compact_files  # 0: never (e.g. the maintenance DAG compacts)
+        self._added = 0  # files added since the last compaction (by this process)
         self._ctx = context  # __debezium.context.* headers for data-change records
         self.table_uri = str(table_uri)
         self.app_id = connector_name
@@ -370,6 +379,7 @@ class DeltaChangeLogSink:
             value_schemas_enable=vs,
             storage_options=storage or None,
             context=context,
+            compact_files=d.compact_files,
         )
 
     @property
@@ -442,6 +452,29 @@ class DeltaChangeLogSink:
         except (OSError, DeltaError) as e:
             raise storage_error(e, self.table_uri, "the Delta change log") from None
         self._last_seq = batch.seq
+        self._added += len(pa.compute.unique(table.column("collection")))  # one file per table
+        if self.compact_files and self._added >= self.compact_files:
+            self._compact()
+
+    def _compact(self) -> None:
+        """OPTIMIZE the change log's small files (rows and their order keys unchanged; the commit
+        says dataChange=false, so Delta stream readers skip it). A failure is only logged: the
+        next threshold tries again."""
+        from deltalake.exceptions import DeltaError
+
+        self._added = 0
+        try:
+            m = self._dt.optimize.compact(
+                target_size=COMPACT_TARGET_BYTES, max_concurrent_tasks=2, writer_properties=self._wp
+            )
+            log.info(
+                "delta: compacted %s: %s files into %s",
+                self.table_uri,
+                m.get("numFilesRemoved"),
+                m.get("numFilesAdded"),
+            )
+        except (OSError, DeltaError) as e:
+            log.warning("delta: compacting %s failed (%s); the stream goes on", self.table_uri, e)
 
     def last_offset(self) -> tuple[int, dict[str, Any]] | None:
         """(seq, offset) of the newest batch committed by this connector, read from the table."""
