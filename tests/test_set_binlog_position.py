@@ -1,4 +1,4 @@
-"""The set-binlog-position signal on the private MariaDB (connectors/sources/mysql/reposition.py).
+"""The set-binlog-position signal on the private MariaDB (connectors/signals/binlog_position.py).
 
 * In process, with the test pulling the source's batches (so where the stream stands when the
   signal arrives is exact): a skip ahead leaves out the changes between the old and the new
@@ -24,11 +24,12 @@ from harness import wait_until
 
 from connectors.api import Batch
 from connectors.settings.config import load
+from connectors.signals.binlog_position import LiveSource, SetBinlogPositionHandler
 from connectors.signals.journal import PROCESSED
 from connectors.signals.model import SetBinlogPosition, SignalRecord
 from connectors.signals.notify import read_notifications
 from connectors.signals.tables import JOURNAL_SCHEMA, StateTable
-from connectors.sources.mysql.reposition import MARK, LiveSource, SetBinlogPositionHandler
+from connectors.sources.mysql.reposition import MARK
 from connectors.sources.mysql.setup import connection_settings
 from connectors.sources.mysql.source import MySqlSource
 
@@ -256,8 +257,8 @@ def test_refused_for_postgres() -> None:
 @pytest.mark.timeout(180)
 def test_purged_positions_refused(mariadb_factory: Any, tmp_path: Path, unique_name: Any) -> None:
     """A binlog file or GTIDs the server purged: refused, naming what the server still has."""
+    from connectors.signals.binlog_position import resolve
     from connectors.signals.model import SignalError
-    from connectors.sources.mysql.reposition import resolve
 
     server = mariadb_factory()
     server.execute("CREATE DATABASE p")

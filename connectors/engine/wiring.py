@@ -24,7 +24,7 @@ def build_engine(
     """Wire source, sinks and offset store for a loaded config."""
     source_class, offset_key = _source(cfg)
 
-    live: Any = None  # set-binlog-position: the source it moves (sources/mysql/reposition.py)
+    live: Any = None  # set-binlog-position: the source it moves (signals/binlog_position.py)
 
     def factory() -> Source:
         src = source_class(cfg, until_caught_up=until_caught_up, max_seconds=max_seconds)
@@ -46,7 +46,7 @@ def build_engine(
         incremental = build(cfg, signals.notifier, signals.settings.data_collection)
         incremental.register(signals.handlers)
         if cfg.connector != "postgres":
-            from connectors.sources.mysql.reposition import register
+            from connectors.signals.binlog_position import register
 
             processor = signals
             live = register(cfg, signals.handlers, lambda: processor.current_offset())

@@ -13,7 +13,7 @@ snapshot and repositioning signals are checked, journaled and refused with an er
 notification saying they are not available yet, unless real handlers are registered
 (`Handlers.register`): the engine's wiring registers the incremental snapshot's
 (`snapshot/incremental.py`: execute-snapshot, stop-, pause-, resume-snapshot) and, for MySQL/MariaDB,
-set-binlog-position (`sources/mysql/reposition.py`), and the blocking snapshot's
+set-binlog-position (`signals/binlog_position.py`), and the blocking snapshot's
 (`snapshot/blocking.py`: execute-snapshot with type blocking).
 """
 

@@ -170,7 +170,7 @@ class MySqlSource:
         # (snapshot/watermarks.py); rows it covers are skipped until the stream passes its end.
         self.cover_loader: Callable[[MySqlSource], Any] | None = None
         self._cover: Any = None
-        # set-binlog-position (reposition.py): the move asked for, and the key of the last applied
+        # set-binlog-position (signals/binlog_position.py): the move asked for, and the key of the last applied
         # (carried in every offset after it, so a repeated signal is recognised after a restart).
         self.repositioned_by: str | None = None
         self.streaming = False  # opened: a reposition may be asked for
