@@ -113,3 +113,32 @@ def test_chunks_wait_for_a_lagging_stream_but_never_stop(tmp_path: Path) -> None
         assert time.monotonic() - began < 0.1
     finally:
         incremental.HOLD_MAX_S = old
+
+
+def test_a_change_counts_as_stored_even_when_the_newest_offset_stored_came_after_the_snapshot(
+    tmp_path: Path,
+) -> None:
+    """The offsets table stores only the newest offset offered. A snapshot that ended in batch A
+    and a batch B after it, both offered before a save: the save of B must still say that the
+    signal's change (carried by A) is stored, or the signal's handler waits for nothing."""
+    from cfgutil import config
+
+    from connectors.api import Batch
+    from connectors.snapshot.incremental import IncrementalSnapshots
+
+    ctl = IncrementalSnapshots(
+        config("postgres", tidemark__warehouse=str(tmp_path)), None, lambda: None, "public.sig"
+    )  # type: ignore[arg-type]
+    ctl.needs_store = True
+    saved: list[dict] = []
+    stored = ctl.when_stored(saved.append)
+    with ctl._cond:
+        gen = ctl._changed()  # a signal changed the state (the snapshot is already over: no progress)
+    a, b = Batch([], {"lsn": 1}), Batch([], {"lsn": 2})
+    for batch in (a, b):  # the engine's gating
+        if ctl.active:
+            ctl.process(batch)
+    stored(b.offset)  # the flusher saved only the newest
+    assert ctl._committed_gen >= gen and saved == [b.offset]
+    ctl.process(Batch([], {"lsn": 3}))
+    assert not ctl.active  # nothing left to follow

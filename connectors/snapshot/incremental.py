@@ -269,7 +269,10 @@ class IncrementalSnapshots:
             batch.extra["incremental_gen"] = self._gen
             if self.needs_store:
                 self._gen_of[id(batch.offset)] = (batch.offset, self._gen)
-            self.active = p is not None
+            # Batches are followed until the last change is stored too: the offsets table stores
+            # only the newest offset offered, and one of a batch not followed would never say
+            # the change is stored (a signal waited DURABLE_WAIT_S for nothing).
+            self.active = p is not None or self._committed_gen < self._gen
 
     def settled(self, batch: Batch) -> None:
         """Every sink holds `batch`."""
