@@ -304,9 +304,51 @@ def run(cfg: ConnectorConfig, *, spark: Any = None) -> Outcome:
         notifier.close()
 
 
+def _read_all(
+    cfg: ConnectorConfig,
+    spark: Any,
+    sid: str,
+    view: Any,
+    pos: Any,
+    chunks: Any,
+    done_rows: int,
+    progress: Any,
+    notices: Any,
+    mysql: bool,
+    watermarks: bool,
+) -> int:
+    """Read the planned chunks (STARTED ... COMPLETED or ABORTED), close the view, and record the
+    snapshot complete; the initial and the blocking snapshot share it. Returns the rows read."""
+    from connectors.sinks.common import context_headers_for
+
+    notices.started()
+    try:
+        rows = _read_chunks(
+            cfg,
+            spark,
+            sid,
+            view,
+            pos,
+            chunks,
+            done_rows,
+            progress,
+            context_headers_for(cfg),
+            notices=notices,
+            driver_threads=mysql and not watermarks,
+            watermarks=watermarks,
+        )
+    except BaseException:
+        notices.aborted()
+        raise
+    finally:
+        view.close()
+    progress.complete(sid, rows, pos)
+    notices.completed()
+    return rows
+
+
 def _run(cfg: ConnectorConfig, spark: Any, notices: Any) -> Outcome:
     from connectors.engine.wiring import reserve_seq, reset_offsets, resume_point
-    from connectors.sinks.common import context_headers_for
 
     mysql = cfg.connector != "postgres"
     # The connector's snapshot module: PgSnapshotter / MySqlSnapshotter, position, read_chunk.
@@ -401,29 +443,7 @@ def _run(cfg: ConnectorConfig, spark: Any, notices: Any) -> Outcome:
         raise
     finally:
         snap.close()
-    notices.started()
-    try:
-        rows = _read_chunks(
-            cfg,
-            spark,
-            sid,
-            view,
-            pos,
-            chunks,
-            done_rows,
-            progress,
-            context_headers_for(cfg),
-            notices=notices,
-            driver_threads=mysql and not watermarks,
-            watermarks=watermarks,
-        )
-    except BaseException:
-        notices.aborted()
-        raise
-    finally:
-        view.close()
-    progress.complete(sid, rows, pos)
-    notices.completed()
+    rows = _read_all(cfg, spark, sid, view, pos, chunks, done_rows, progress, notices, mysql, watermarks)
     out = Outcome(decision, sid, rows, len(chunks), time.monotonic() - t0)
     log.info("snapshot %s completed: %d rows in %.1fs", sid, rows, out.seconds)
     return out
@@ -463,7 +483,6 @@ def run_blocking(request: dict[str, Any], *, spark: Any = None) -> Outcome:
     from connectors.engine.wiring import reserve_seq
     from connectors.settings.config import from_mapping
     from connectors.signals.notify import Notifier
-    from connectors.sinks.common import context_headers_for
     from connectors.snapshot.blocking import progress_key
 
     base = from_mapping(request["raw"])
@@ -511,29 +530,7 @@ def run_blocking(request: dict[str, Any], *, spark: Any = None) -> Outcome:
             raise
         finally:
             snap.close()
-        notices.started()
-        try:
-            rows = _read_chunks(
-                cfg,
-                spark,
-                sid,
-                view,
-                pos,
-                chunks,
-                done_rows,
-                progress,
-                context_headers_for(cfg),
-                notices=notices,
-                driver_threads=mysql and not watermarks,
-                watermarks=watermarks,
-            )
-        except BaseException:
-            notices.aborted()
-            raise
-        finally:
-            view.close()
-        progress.complete(sid, rows, pos)
-        notices.completed()
+        rows = _read_all(cfg, spark, sid, view, pos, chunks, done_rows, progress, notices, mysql, watermarks)
     finally:
         notifier.close()
     out = Outcome(decision, sid, rows, len(chunks), time.monotonic() - t0)
