@@ -12,11 +12,14 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import cdc
+import mycdc
 import orjson
+import pgcdc
 from deltalake.exceptions import TableNotFoundError
 from harness import wait_until
 
@@ -85,6 +88,49 @@ class Setup:
 
     def errors(self) -> list[dict[str, Any]]:
         return [n for n in read_notifications(self.warehouse, self.name) if n["aggregate_type"] == "Signal"]
+
+
+def pg_setup(pg: Any, db: str, tmp_path: Path, slot: str, **config: Any) -> Setup:
+    """A connector streaming `db` of the private PostgreSQL into jsonl and Delta, signals in
+    public.debezium_signal; `config`: more properties (`__` for `.`)."""
+    jsonl = tmp_path / "out.jsonl"
+    cfg = pgcdc.write_config(
+        tmp_path / "pg.properties",
+        pg,
+        slot=slot,
+        dbname=db,
+        sinks="jsonl,delta",
+        jsonl=jsonl,
+        signal__data__collection="public.debezium_signal",
+        **config,
+    )
+    changelog = tmp_path / "warehouse" / "tm" / "changelog"
+    return Setup(cfg, jsonl, changelog, partial(pg.connect, dbname=db), "postgres", "public")
+
+
+def mariadb_setup(
+    mariadb: Any, db: str, tmp_path: Path, server_id: int, *, read_only: bool = False, **config: Any
+) -> Setup:
+    """The same for `db` of the private MariaDB (signals in `<db>.debezium_signal`, or with
+    `read_only` none: read.only=true)."""
+    jsonl = tmp_path / "out.jsonl"
+    signalling = (
+        {"read__only": "true"} if read_only else {"signal__data__collection": f"{db}.debezium_signal"}
+    )
+    cfg = mycdc.write_config(
+        tmp_path / "my.properties",
+        mariadb,
+        server_id=server_id,
+        db=db,
+        sinks="jsonl,delta",
+        jsonl=jsonl,
+        **signalling,
+        **config,
+    )
+    changelog = tmp_path / "warehouse" / "tm" / "changelog"
+    return Setup(
+        cfg, jsonl, changelog, partial(mariadb.connect, database=db), "mysql", db, read_only=read_only
+    )
 
 
 def config_extra(channels: str = "source,delta", **more: Any) -> dict[str, Any]:

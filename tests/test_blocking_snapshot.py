@@ -9,14 +9,11 @@ The helpers are the incremental snapshot tests' (tests/incremental.py)."""
 
 from __future__ import annotations
 
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import cdc
-import mycdc
 import orjson
-import pgcdc
 import pytest
 from harness import wait_until
 from incremental import (
@@ -24,6 +21,8 @@ from incremental import (
     Setup,
     bench_records,
     config_extra,
+    mariadb_setup,
+    pg_setup,
     replayed,
     snapshot_keys,
     start,
@@ -90,35 +89,13 @@ def test_request_is_recorded_once_and_overlaps_are_refused(tmp_path: Path) -> No
 
 # --------------------------------------------------------------------------- end to end
 def _pg(pg: Any, db: str, tmp_path: Path, slot: str, chunk_rows: int = 2500) -> Setup:
-    jsonl = tmp_path / "out.jsonl"
-    cfg = pgcdc.write_config(
-        tmp_path / "pg.properties",
-        pg,
-        slot=slot,
-        dbname=db,
-        sinks="jsonl,delta",
-        jsonl=jsonl,
-        signal__data__collection="public.debezium_signal",
-        **config_extra(**SETTINGS, tidemark__snapshot__chunk__rows=str(chunk_rows)),
-    )
-    changelog = tmp_path / "warehouse" / "tm" / "changelog"
-    return Setup(cfg, jsonl, changelog, partial(pg.connect, dbname=db), "postgres", "public")
+    extra = config_extra(**SETTINGS, tidemark__snapshot__chunk__rows=str(chunk_rows))
+    return pg_setup(pg, db, tmp_path, slot, **extra)
 
 
 def _maria(mariadb: Any, db: str, tmp_path: Path, server_id: int, chunk_rows: int = 1500) -> Setup:
-    jsonl = tmp_path / "out.jsonl"
-    cfg = mycdc.write_config(
-        tmp_path / "my.properties",
-        mariadb,
-        server_id=server_id,
-        db=db,
-        sinks="jsonl,delta",
-        jsonl=jsonl,
-        signal__data__collection=f"{db}.debezium_signal",
-        **config_extra(**SETTINGS, tidemark__snapshot__chunk__rows=str(chunk_rows)),
-    )
-    changelog = tmp_path / "warehouse" / "tm" / "changelog"
-    return Setup(cfg, jsonl, changelog, partial(mariadb.connect, database=db), "mysql", db)
+    extra = config_extra(**SETTINGS, tidemark__snapshot__chunk__rows=str(chunk_rows))
+    return mariadb_setup(mariadb, db, tmp_path, server_id, **extra)
 
 
 def _notices(s: Setup, kind: str | None = None) -> list[dict[str, Any]]:

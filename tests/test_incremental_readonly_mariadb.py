@@ -8,33 +8,20 @@ channel and `heartbeat.action.query` with read.only=true, and read.only on Postg
 
 from __future__ import annotations
 
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import incremental_cases as cases
-import mycdc
 import pytest
-from incremental import TRIALS, Setup, config_extra
+from incremental import TRIALS, Setup, config_extra, mariadb_setup
 
 from connectors.api import ConfigError
 from connectors.settings.config import load
 
 
 def _setup(mariadb: Any, db: str, tmp_path: Path, server_id: int, **extra: Any) -> Setup:
-    jsonl = tmp_path / "out.jsonl"
-    cfg = mycdc.write_config(
-        tmp_path / "my.properties",
-        mariadb,
-        server_id=server_id,
-        db=db,
-        sinks="jsonl,delta",
-        jsonl=jsonl,
-        read__only="true",
-        **config_extra(channels="delta,file", signal__file=str(tmp_path / "signals.txt"), **extra),
-    )
-    changelog = tmp_path / "warehouse" / "tm" / "changelog"
-    return Setup(cfg, jsonl, changelog, partial(mariadb.connect, database=db), "mysql", db, read_only=True)
+    extra = config_extra(channels="delta,file", signal__file=str(tmp_path / "signals.txt"), **extra)
+    return mariadb_setup(mariadb, db, tmp_path, server_id, read_only=True, **extra)
 
 
 @pytest.mark.timeout(600)

@@ -4,30 +4,16 @@ pause / resume / keyless) with the binlog connector."""
 
 from __future__ import annotations
 
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import incremental_cases as cases
-import mycdc
 import pytest
-from incremental import COMPLETE_S, TRIALS, Setup, config_extra
+from incremental import COMPLETE_S, TRIALS, Setup, config_extra, mariadb_setup
 
 
 def _setup(mariadb: Any, db: str, tmp_path: Path, server_id: int, **extra: Any) -> Setup:
-    jsonl = tmp_path / "out.jsonl"
-    cfg = mycdc.write_config(
-        tmp_path / "my.properties",
-        mariadb,
-        server_id=server_id,
-        db=db,
-        sinks="jsonl,delta",
-        jsonl=jsonl,
-        signal__data__collection=f"{db}.debezium_signal",
-        **config_extra(**extra),
-    )
-    changelog = tmp_path / "warehouse" / "tm" / "changelog"
-    return Setup(cfg, jsonl, changelog, partial(mariadb.connect, database=db), "mysql", db)
+    return mariadb_setup(mariadb, db, tmp_path, server_id, **config_extra(**extra))
 
 
 @pytest.mark.timeout(2 * COMPLETE_S)

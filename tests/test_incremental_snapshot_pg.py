@@ -6,36 +6,16 @@ MariaDB (tests/incremental_cases.py)."""
 
 from __future__ import annotations
 
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import incremental_cases as cases
-import pgcdc
 import pytest
-from incremental import COMPLETE_S, TRIALS, Setup, config_extra
+from incremental import COMPLETE_S, TRIALS, Setup, config_extra, pg_setup
 
 
 def _setup(pg: Any, db: str, tmp_path: Path, slot: str, **extra: Any) -> Setup:
-    jsonl = tmp_path / "out.jsonl"
-    cfg = pgcdc.write_config(
-        tmp_path / "pg.properties",
-        pg,
-        slot=slot,
-        dbname=db,
-        sinks="jsonl,delta",
-        jsonl=jsonl,
-        signal__data__collection="public.debezium_signal",
-        **config_extra(**extra),
-    )
-    return Setup(
-        cfg,
-        jsonl,
-        tmp_path / "warehouse" / "tm" / "changelog",
-        partial(pg.connect, dbname=db),
-        "postgres",
-        "public",
-    )
+    return pg_setup(pg, db, tmp_path, slot, **config_extra(**extra))
 
 
 @pytest.mark.timeout(2 * COMPLETE_S)
