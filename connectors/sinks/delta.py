@@ -35,6 +35,7 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from connectors.api import Batch, Record, TerminalError, TransientError
 from connectors.settings.config import ConnectorConfig
@@ -452,7 +453,7 @@ class DeltaChangeLogSink:
         except (OSError, DeltaError) as e:
             raise storage_error(e, self.table_uri, "the Delta change log") from None
         self._last_seq = batch.seq
-        self._added += len(pa.compute.unique(table.column("collection")))  # one file per table
+        self._added += len(pc.unique(table.column("collection")))  # one file per table
         if self.compact_files and self._added >= self.compact_files:
             self._compact()
 
