@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 from pathlib import Path
 
 import cdc
@@ -23,7 +24,8 @@ from incremental import (
 )
 
 # Each scenario's connector settings (beyond tests/incremental.py's config_extra).
-SIGKILL_SETTINGS = {"incremental__snapshot__chunk__size": "200"}  # many chunks: kills land mid-snapshot
+# Many chunks (200), so kills land mid-snapshot even on an idle machine.
+SIGKILL_SETTINGS = {"incremental__snapshot__chunk__size": str(max(100, ROWS // 200))}
 CONDITIONS_SETTINGS = {
     "incremental__snapshot__chunk__size": "300",
     "incremental__snapshot__watermarking__strategy": "insert_delete",
@@ -92,6 +94,15 @@ def _signal_rows(s: Setup) -> int:
         conn.close()
 
 
+_PROGRESS = re.compile(r"last_processed_key=(-?\d+)")
+
+
+def _read_up_to(log: Path) -> int:
+    """The last key the snapshot read, as its newest IN_PROGRESS notification in `log` says."""
+    keys = _PROGRESS.findall(log.read_text(errors="replace"))
+    return int(keys[-1]) if keys else 0
+
+
 def sigkill_mid_snapshot(s: Setup, tmp_path: Path, *, trials: int) -> None:
     """SIGKILL the connector `trials` times at random points of one snapshot under writes: after
     the restarts the snapshot finishes, replaying the events reproduces the table, and the Delta
@@ -104,11 +115,10 @@ def sigkill_mid_snapshot(s: Setup, tmp_path: Path, *, trials: int) -> None:
         try:
             s.source_signal("inc-kill", "execute-snapshot", {"data-collections": [f"{s.ns}.bench"]})
             for t in range(trials):
-                got = len(snapshot_keys(s.changelog))
+                got = _read_up_to(log)
                 at = got + rnd.randint(200, max(201, (ROWS * 6 // 10 - got) // (trials - t + 1)))
-                wait_until(
-                    lambda a=at: len(snapshot_keys(s.changelog)) >= a, 480, f"{at} rows snapshotted"
-                )  # CI load
+                # (the log, not the Delta change log: reading that takes longer than a chunk)
+                wait_until(lambda a=at: _read_up_to(log) >= a, 480, f"the snapshot read up to key {at}")
                 assert not s.notifications("COMPLETED"), "the snapshot ended before the kill"
                 cdc._sigkill(proc)
                 proc = start(s, log)
@@ -117,6 +127,14 @@ def sigkill_mid_snapshot(s: Setup, tmp_path: Path, *, trials: int) -> None:
             if proc.poll() is None:
                 stop(proc)
         assert done[0] > 200
+    _settled_snapshot_keys(s, log)
+    assert "incremental snapshot" in log.read_text() and "in progress" in log.read_text()
+
+
+def _settled_snapshot_keys(s: Setup, log: Path) -> list[int]:
+    """Once the writes are over and a restarted connector caught up: replaying the events gives
+    the table, one snapshot completed, and the Delta change log holds each row's snapshot
+    record at most once. Returns those rows' ids."""
     proc = start(s, log)
     try:
         wait_replay_matches(s)
@@ -126,7 +144,7 @@ def sigkill_mid_snapshot(s: Setup, tmp_path: Path, *, trials: int) -> None:
     assert len(keys) == len(set(keys)), "a chunk was emitted twice into the Delta change log"
     assert len(keys) > ROWS * 0.8
     assert len(s.notifications("COMPLETED")) == 1
-    assert "incremental snapshot" in log.read_text() and "in progress" in log.read_text()
+    return keys
 
 
 def conditions_stop_pause_keyless(s: Setup, tmp_path: Path) -> None:
@@ -165,7 +183,14 @@ def conditions_stop_pause_keyless(s: Setup, tmp_path: Path) -> None:
         nokey = [cdc.payload(r) for r in cdc.read_jsonl(s.jsonl) if r["topic"].endswith(".nokey")]
         assert sorted(p["after"]["n"] for p in nokey if p["op"] == "r") == list(range(1, 51))
 
-        # pause: no chunk is emitted while paused; resume: the snapshot goes on; stop: it ends
+        # pause: no chunk is emitted while paused; resume: the snapshot goes on; stop: it ends.
+        # 60,000 rows (200 chunks) for this one, so the snapshot is still running at the stop.
+        fill = (
+            "INSERT INTO bench SELECT g, 'more', g % 100, 'x' FROM generate_series({a}, {b}) g"
+            if s.dialect == "postgres"
+            else "INSERT INTO bench SELECT seq, 'more', seq % 100, 'x' FROM seq_{a}_to_{b}"
+        )
+        s.sql(fill.format(a=n + 1, b=60_000))
         before = len(snapshot_keys(s.changelog))
         s.source_signal("inc-all", "execute-snapshot", {"data-collections": [f"{s.ns}.bench"]})
         wait_until(lambda: len(snapshot_keys(s.changelog)) > before, 60, "the third snapshot started")
@@ -204,3 +229,63 @@ def conditions_stop_pause_keyless(s: Setup, tmp_path: Path) -> None:
         assert len(s.notifications("COMPLETED")) == 2  # the stopped snapshot never completed
     finally:
         stop(proc)
+
+
+def crash_before_offsets_stored(s: Setup, tmp_path: Path, *, completed: bool) -> None:
+    """The crash window of Delta plus another sink, made deterministic: the connector is killed
+    after Delta stored chunks (`completed`: the whole snapshot) while the offsets table the jsonl
+    sink relies on still holds an offset from before the signal, and the journal has the signal
+    received but not processed. The restart must recognise the signal as applied (no snapshot
+    started again, no chunk twice in the Delta change log) and the jsonl sink must still hold
+    every snapshot row."""
+    from deltalake import DeltaTable
+
+    from connectors.signals.tables import state_uri
+    from connectors.state.offsets import DeltaOffsetStore
+
+    _prepare(s)
+    log = tmp_path / "connector.log"
+    store = DeltaOffsetStore(s.warehouse, s.name)
+    with writer(s, ROWS + 1, seed=3) as done:
+        proc = start(s, log)
+        try:
+            wait_until(lambda: store.load() is not None, 60, "an offset stored")
+            before = store.load()
+            assert before is not None
+            s.source_signal("inc-window", "execute-snapshot", {"data-collections": [f"{s.ns}.bench"]})
+            if completed:
+                wait_completed(s, 1, log)
+            else:
+                wait_until(lambda: len(snapshot_keys(s.changelog)) >= 1000, 480, "chunks in Delta")
+                assert not s.notifications("COMPLETED"), "the snapshot ended before the kill"
+            cdc._sigkill(proc)
+            # What a kill right after Delta's commit leaves: the offsets table without the
+            # snapshot (an older offset saved last) and the signal not journaled as processed.
+            last = store.load()
+            assert last is not None
+            store.save(last[0] + 1, before[1])
+            journal = DeltaTable(state_uri(s.warehouse, "signal_log"))
+            journal.delete("id = 'inc-window' AND status = 'processed'")
+            proc = start(s, log)
+
+            def outcome() -> str | None:
+                rows = DeltaTable(state_uri(s.warehouse, "signal_log")).to_pyarrow_table().to_pylist()
+                notes = [r["message"] for r in rows if r["id"] == "inc-window" and r["status"] == "processed"]
+                return notes[0] if notes else None
+
+            wait_until(lambda: outcome() is not None, 120, "the signal processed again")
+            wait_completed(s, 1, log)
+        finally:
+            if proc.poll() is None:
+                stop(proc)
+        assert done[0] > 100
+    keys = _settled_snapshot_keys(s, log)
+    assert len(s.notifications("STARTED")) == 1
+    # the jsonl sink (at-least-once) holds every row the Delta change log snapshotted
+    in_jsonl = {
+        cdc.payload(r)["after"]["id"]
+        for r in bench_records(s.jsonl)
+        if r["value"] and cdc.payload(r)["op"] == "r"
+    }
+    assert set(keys) <= in_jsonl
+    assert "applied before the last stop" in str(outcome()), outcome()

@@ -304,3 +304,30 @@ def test_the_retry_counter_restarts_after_a_working_connection(caplog: pytest.Lo
     # Each outage after a working connection is attempt 1 again; the third outage then goes on
     # with failed opens, counted up to max_retries=2, and the engine gives up.
     assert attempts == ["attempt 1)"] * 3 + ["attempt 2)"]
+
+
+def test_self_offsetting_sinks_are_written_after_the_others() -> None:
+    """Whatever batch a sink that keeps its own offset (Delta) holds, every other sink holds:
+    a restart takes the incremental snapshot's state from the newest stored offset."""
+    log: list[tuple] = []
+
+    class OwnOffsets(LogSink):
+        name = "delta"
+        keeps_offsets = True
+
+        def write(self, batch: Batch) -> None:
+            log.append(("delta", batch.offset["n"]))
+
+    other = LogSink(log)
+    src = ListSource([batch(1, [1], True), batch(2, [2], False)], log)
+    eng = Engine(
+        lambda: src,
+        [OwnOffsets(log), other],
+        MemOffsets(log),
+        offset_key=lambda o: (o["n"],),
+        max_retries=0,
+        commit_max_events=1,
+    )
+    eng.run()
+    for n in (1, 2):
+        assert log.index(("durable", n)) < log.index(("delta", n))

@@ -30,12 +30,6 @@ def test_readonly_snapshots_under_writes(mariadb: Any, mariadb_database: str, tm
     cases.both_channels(s, tmp_path)
 
 
-# Known bug (open, README "Read-only incremental snapshots"): with jsonl and Delta sinks, a kill
-# after a chunk reached the Delta change log but before the offsets table stored the snapshot's
-# start makes the journal hand the signal over again, and the restarted connector snapshots anew:
-# the Delta change log then holds that chunk twice (CI 2026-11-24, 1 of 1 runs; a later local run
-# stalled after the last chunk read). Kept running so a fix shows up as XPASS.
-@pytest.mark.xfail(reason="read-only snapshot is not crash-safe yet with jsonl+delta sinks", strict=False)
 @pytest.mark.timeout(900)
 def test_readonly_sigkill_mid_snapshot(mariadb: Any, mariadb_database: str, tmp_path: Path) -> None:
     s = _setup(mariadb, mariadb_database, tmp_path, 7502, **cases.SIGKILL_SETTINGS)
@@ -89,3 +83,9 @@ def test_readonly_config_refuses_writes(
     # the same without read.only loads
     path.write_text("".join(f"{k}={v}\n" for k, v in props.items() if k != "debezium.source.read.only"))
     load(path)
+
+
+@pytest.mark.timeout(600)
+def test_readonly_crash_before_offsets_stored(mariadb: Any, mariadb_database: str, tmp_path: Path) -> None:
+    s = _setup(mariadb, mariadb_database, tmp_path, 7503, **cases.SIGKILL_SETTINGS)
+    cases.crash_before_offsets_stored(s, tmp_path, completed=False)

@@ -24,13 +24,6 @@ def test_snapshot_through_source_and_delta_channels(
     cases.both_channels(s, tmp_path)
 
 
-# Known bug (open; README "Incremental snapshots", known bug): with Delta and another sink, a kill
-# after a chunk reached Delta but before the offsets table stored the snapshot's start makes the
-# journal hand the signal over again and the restart snapshots anew (a chunk twice in Delta).
-# Timing-dependent: passed in CI 2026-11-24, failed (MariaDB) in a run right after.
-@pytest.mark.xfail(
-    reason="incremental snapshot is not crash-safe yet with Delta plus another sink", strict=False
-)
 @pytest.mark.timeout(3 * COMPLETE_S)
 def test_sigkill_mid_snapshot(mariadb: Any, mariadb_database: str, tmp_path: Path) -> None:
     s = _setup(mariadb, mariadb_database, tmp_path, 7302, **cases.SIGKILL_SETTINGS)
@@ -41,3 +34,9 @@ def test_sigkill_mid_snapshot(mariadb: Any, mariadb_database: str, tmp_path: Pat
 def test_conditions_stop_pause_keyless(mariadb: Any, mariadb_database: str, tmp_path: Path) -> None:
     s = _setup(mariadb, mariadb_database, tmp_path, 7303, **cases.CONDITIONS_SETTINGS)
     cases.conditions_stop_pause_keyless(s, tmp_path)
+
+
+@pytest.mark.timeout(2 * COMPLETE_S)
+def test_crash_before_offsets_stored(mariadb: Any, mariadb_database: str, tmp_path: Path) -> None:
+    s = _setup(mariadb, mariadb_database, tmp_path, 7304, **cases.SIGKILL_SETTINGS)
+    cases.crash_before_offsets_stored(s, tmp_path, completed=False)

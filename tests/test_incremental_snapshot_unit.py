@@ -27,7 +27,6 @@ def test_progress_rides_in_the_offset_under_debeziums_keys() -> None:
         window_open=True,
         window_keys=[["public.a", '{"id":7}']],
         paused=True,
-        signals=["source:x"],
     )
     offset = {"lsn": 5, **p.to_offset()}
     assert set(offset) == {
@@ -142,3 +141,42 @@ def test_a_change_counts_as_stored_even_when_the_newest_offset_stored_came_after
     assert ctl._committed_gen >= gen and saved == [b.offset]
     ctl.process(Batch([], {"lsn": 3}))
     assert not ctl.active  # nothing left to follow
+
+
+def test_a_restart_takes_the_newest_state_and_knows_the_signals_it_applied(tmp_path: Path) -> None:
+    """Delta (written last) stored a batch with the snapshot's chunk 3 and its signal; the offsets
+    table the other sinks rely on is older. The restart resumes the stream from the older offset
+    but takes the snapshot state of the newer one: the replayed records up to it are not scanned
+    again (a close watermark among them is not acted on twice), and the signal the journal hands
+    over again is known as applied."""
+    from cfgutil import config
+
+    from connectors.api import Batch, Record
+    from connectors.signals.model import ExecuteSnapshot, SignalRecord
+    from connectors.snapshot.incremental import IncrementalSnapshots
+
+    ctl = IncrementalSnapshots(
+        config("postgres", tidemark__warehouse=str(tmp_path)), None, lambda: None, "public.sig"
+    )  # type: ignore[arg-type]
+    p = Progress("snap1", None, [{"id": "public.a", "condition": None, "surrogate_key": None}], chunk_seq=3)
+    newest = {"lsn": 10, **p.to_offset(), f"{PREFIX}signals": '["delta:k1"]'}
+    start = ctl.restore({"lsn": 5}, newest, lambda o: (o["lsn"],))
+    assert start == {"lsn": 5}
+    assert ctl.progress is not None and ctl.progress.chunk_seq == 3 and ctl.applied == ["delta:k1"]
+
+    def close_mark(lsn: int) -> Record:
+        after = {"id": f"{p.chunk_id}-close", "type": "snapshot-window-close", "data": None}
+        value = {"op": "c", "after": after, "source": {}}
+        return Record("t.sig", {"id": after["id"]}, value, collection="public.sig", pos=(lsn,))
+
+    replay = Batch([close_mark(7)], {"lsn": 8})
+    ctl.process(replay)  # a replayed close watermark: not acted on (nothing staged: it would skip)
+    assert ctl.progress.chunk_seq == 3 and replay.records[0].pos == (7,)
+    assert f"{PREFIX}signals" in replay.offset and f"{PREFIX}tidemark" in replay.offset
+    request = ExecuteSnapshot(("public.a",), ("public.a",), "incremental", (), None)
+    again = SignalRecord("k1", "execute-snapshot", None, "delta", "delta:k1")
+    assert "applied before" in str(ctl.execute(request, again))
+    assert ctl.progress.snapshot_id == "snap1"
+    # past the newest offset the stream is scanned again: this close watermark is acted on
+    ctl.process(Batch([close_mark(11)], {"lsn": 11}))
+    assert ctl.progress.chunk_seq == 4

@@ -85,6 +85,12 @@ class Engine:
         # Sinks that keep their own offsets in the same commit as the data (Delta) need no
         # offset-table save; the table is written only when another sink depends on it.
         self._needs_store = not all(getattr(s, "keeps_offsets", False) for s in sinks)
+        # Sinks that keep their own offset (Delta) are written after the others: whatever batch
+        # a self-offsetting sink holds, every sink holds, so the newest stored offset is one
+        # that all sinks have (what the incremental snapshot's restore relies on).
+        self._write_order = sorted(
+            range(len(sinks)), key=lambda i: bool(getattr(sinks[i], "keeps_offsets", False))
+        )
         self._source: Source | None = None
         self._stopping = False
         self.stats = RunStats()
@@ -104,8 +110,8 @@ class Engine:
             blocking.pause_stream = self._pause_for_snapshot
 
     # ------------------------------------------------------------------ resume point
-    def _durable(self) -> tuple[int, dict[str, Any] | None, dict[int, tuple]]:
-        """(next batch seq, resume offset, per-sink skip keys)."""
+    def _durable(self) -> tuple[int, dict[str, Any] | None, dict[int, tuple], dict[str, Any] | None]:
+        """(next batch seq, resume offset, per-sink skip keys, the newest offset any sink holds)."""
         stored = self.offsets.load()
         reset_seq = -1
         # A seq taken by something that is not a batch (a snapshot's rows in the Delta change log:
@@ -132,8 +138,9 @@ class Engine:
         cands.extend(v for v in per_sink.values() if v is not None)
         max_seq = max([c[0] for c in cands] + [reset_seq, floor_seq, 0])
         if not cands:
-            return max_seq + 1, None, {}
+            return max_seq + 1, None, {}, None
         start = min(cands, key=lambda c: self.offset_key(c[1]))[1]
+        newest = max(cands, key=lambda c: self.offset_key(c[1]))[1]
         start_key = self.offset_key(start)
         skips = {}
         for i, own in per_sink.items():
@@ -144,12 +151,12 @@ class Engine:
                     self.sinks[i].name,
                     _strip(own[1]),
                 )
-        return max_seq + 1, start, skips
+        return max_seq + 1, start, skips, newest
 
     def resume_point(self) -> tuple[int, dict[str, Any] | None]:
         """(the seq the next run gives its first batch, the offset it resumes from: None when
         nothing is stored, or it was reset)."""
-        seq, offset, _ = self._durable()
+        seq, offset, _, _ = self._durable()
         return seq, offset
 
     # ------------------------------------------------------------------ run
@@ -228,9 +235,16 @@ class Engine:
         wait, the jsonl fsync and the Rust parts of a Delta commit overlap with decoding).
         Batch k is stored and acknowledged only after its write has returned, in order; at
         most two batches are in memory. Other batches are settled as soon as they are written."""
-        seq, start, skips = self._durable()
-        # The incremental snapshot's state rides in the offsets; the source never sees it.
-        start = self.incremental.restore(start) if self.incremental is not None else _strip(start)
+        seq, start, skips, newest = self._durable()
+        # The incremental snapshot's state rides in the offsets; the source never sees it. It is
+        # taken from the newest offset a sink holds: every sink holds that batch (`_deliver`
+        # writes the self-offsetting sinks last), and a snapshot signal whose effect one sink
+        # stored before a crash is then known as applied when the journal hands it over again.
+        start = (
+            self.incremental.restore(start, newest, self.offset_key)
+            if self.incremental is not None
+            else _strip(start)
+        )
         incremental = self.incremental
         source = self._source_factory()
         self._source = source
@@ -370,7 +384,8 @@ class Engine:
     def _deliver(self, batch: Batch, skips: dict[int, tuple]) -> None:
         if self.signals is not None:
             self.signals.accept_source(batch)
-        for i, sink in enumerate(self.sinks):
+        for i in self._write_order:
+            sink = self.sinks[i]
             skip = skips.get(i)
             if skip is None:
                 sink.write(batch)

@@ -13,11 +13,18 @@ close watermark, as `op: r` events with `source.snapshot: incremental`.
 Progress is kept where Debezium keeps it, in the offsets: every batch's offset carries the
 snapshot's state after that batch (`incremental_snapshot_collections`, `_primary_key` (last key
 read), `_maximum_key`, `_correlation_id`, and Tidemark's `incremental_snapshot_tidemark`: chunk
-number, the open window's keys, paused, the snapshot signals applied). The state and the rows a
-close watermark released are in the same batch, so a sink that stores the batch stores both; a
-restart resumes with the state of the offset it resumes from and replays the same log, so it
-emits the same rows at the same places (staged chunks are found again by their number); a chunk
-whose rows were not staged before a crash is read again.
+number, the open window's keys, paused), and, once a snapshot signal was applied, the keys of the
+last ones (`incremental_snapshot_signals`). The state and the rows a close watermark released are
+in the same batch, so a sink that stores the batch stores both.
+
+A restart takes the state of the newest offset a sink holds (Delta's, when it is ahead of the
+offsets table the other sinks rely on): the engine writes Delta last, so every sink holds that
+batch and the rows released up to it. The stream replays from the oldest offset; the replayed
+records (up to the newest offset's position) are passed on without being scanned, as their
+watermarks are already in that state. A signal the journal hands over again because the crash
+came before its `processed` commit is recognised by its key and not applied twice (a snapshot
+started again would write its chunks into Delta a second time). A chunk whose rows were not
+staged before a crash is read again.
 """
 
 from __future__ import annotations
@@ -79,7 +86,6 @@ class Progress:
     window_open: bool = False
     window_keys: list[list[str]] = field(default_factory=list)  # [table, dedup] seen in the window
     paused: bool = False
-    signals: list[str] = field(default_factory=list)  # keys of the snapshot signals applied
 
     @property
     def chunk_id(self) -> str:
@@ -105,7 +111,6 @@ class Progress:
             self,
             collections=[dict(c) for c in self.collections],
             window_keys=list(self.window_keys),
-            signals=list(self.signals),
         )
 
     def to_offset(self) -> dict[str, Any]:
@@ -127,7 +132,6 @@ class Progress:
             "window_open": self.window_open,
             "window_keys": self.window_keys,
             "paused": self.paused,
-            "signals": self.signals,
         }
         return {
             f"{PREFIX}collections": dumps(collections),
@@ -161,8 +165,18 @@ class Progress:
             bool(own.get("window_open")),
             [list(k) for k in own.get("window_keys", [])],
             bool(own.get("paused")),
-            list(own.get("signals", [])),
         )
+
+
+def applied_signals(offset: Mapping[str, Any] | None) -> list[str]:
+    """The keys of the last snapshot signals applied, as `offset` stores them."""
+    if not offset:
+        return []
+    if f"{PREFIX}signals" in offset:
+        return list(orjson.loads(offset[f"{PREFIX}signals"]))
+    if f"{PREFIX}tidemark" in offset:  # (kept in the progress before they had a key of their own)
+        return list(orjson.loads(offset[f"{PREFIX}tidemark"]).get("signals", []))
+    return []
 
 
 def _values(v: Any) -> list[Any] | None:
@@ -195,6 +209,13 @@ class IncrementalSnapshots:
         )
         self._cond = threading.Condition()
         self.progress: Progress | None = None
+        # Keys of the last snapshot signals applied: stored with every batch once there is one,
+        # so a signal the journal hands over again after a crash is not applied twice.
+        self.applied: list[str] = []
+        self._applied_json: str | None = None
+        self._restored = False  # the engine restored the stored state: signals may act on it
+        self._replayed: tuple | None = None  # records up to here are a replay already in the state
+        self._offset_key: Callable[[dict[str, Any]], tuple] | None = None
         self.active = False  # the engine calls `process` only while this is set
         self._gen = 0  # bumped by every change the stream must store (signals, restores)
         self._committed_gen = 0  # ... and that every sink holds (and the offsets table, if used)
@@ -232,16 +253,34 @@ class IncrementalSnapshots:
         handlers.register(RESUME_SNAPSHOT, _Handler(self.resume))
 
     # ------------------------------------------------------------------ engine side
-    def restore(self, offset: dict[str, Any] | None) -> dict[str, Any] | None:
-        """Take the snapshot state stored with the offset the stream resumes from; returns the
-        offset for the source (without that state)."""
-        p = Progress.from_offset(offset)
+    def restore(
+        self,
+        offset: dict[str, Any] | None,
+        newest: dict[str, Any] | None = None,
+        offset_key: Callable[[dict[str, Any]], tuple] | None = None,
+    ) -> dict[str, Any] | None:
+        """Take the snapshot state stored with `newest`, the newest offset a sink holds (default:
+        `offset`, the one the stream resumes from); returns `offset` for the source (without that
+        state). Records up to `newest`'s position are a replay: passed on unscanned."""
+        state = offset
+        self._replayed = None
+        if (
+            newest is not None
+            and offset is not None
+            and offset_key is not None
+            and offset_key(newest) > offset_key(offset)
+        ):
+            state, self._replayed = newest, offset_key(newest)
+        self._offset_key = offset_key
+        p = Progress.from_offset(state)
         if self.gtid is not None and p is not None:
             self.gtid.restore(self.staging, p)
         with self._cond:
             self.progress = p
+            self._set_applied(applied_signals(state))
             self._gen += 1
             self.active = True  # the first batch says what the state is
+            self._restored = True
             self._cond.notify_all()
         if p is not None:
             log.info(
@@ -261,18 +300,42 @@ class IncrementalSnapshots:
         with self._cond:
             p = self.progress
             if p is not None:
-                out = self._scan(batch.records, p) if self.gtid is None else self.gtid.scan(self, batch, p)
-                if out is not None:
-                    batch.records = out
+                self._scan_new(batch, p)
             p = self.progress
             batch.offset = {**batch.offset, **p.to_offset()} if p is not None else dict(batch.offset)
+            if self._applied_json is not None:
+                batch.offset[f"{PREFIX}signals"] = self._applied_json
             batch.extra["incremental_gen"] = self._gen
             if self.needs_store:
                 self._gen_of[id(batch.offset)] = (batch.offset, self._gen)
             # Batches are followed until the last change is stored too: the offsets table stores
             # only the newest offset offered, and one of a batch not followed would never say
             # the change is stored (a signal waited DURABLE_WAIT_S for nothing).
-            self.active = p is not None or self._committed_gen < self._gen
+            self.active = p is not None or self._committed_gen < self._gen or bool(self.applied)
+
+    def _scan_new(self, batch: Batch, p: Progress) -> None:
+        """Scan `batch` for the snapshot, but for its records up to `_replayed` (a replay after a
+        restart of what the restored state already holds)."""
+        records, until = batch.records, self._replayed
+        skip = 0
+        if until is not None:
+            assert self._offset_key is not None
+            if self._offset_key(batch.offset) <= until:
+                return  # all of it replayed
+            self._replayed = None
+            while skip < len(records):
+                pos = records[skip].pos
+                if pos is None or pos > until:
+                    break
+                skip += 1
+        rest = Batch(records[skip:], batch.offset, batch.seq, batch.extra) if skip else batch
+        out = self._scan(rest.records, p) if self.gtid is None else self.gtid.scan(self, rest, p)
+        if out is not None:
+            batch.records = records[:skip] + out if skip else out
+
+    def _set_applied(self, keys: list[str]) -> None:
+        self.applied = keys[-20:]
+        self._applied_json = orjson.dumps(self.applied).decode() if self.applied else None
 
     def settled(self, batch: Batch) -> None:
         """Every sink holds `batch`."""
@@ -537,11 +600,25 @@ class IncrementalSnapshots:
             return not self._closed
 
     # ------------------------------------------------------------------ signals
-    def _changed(self) -> int:
+    def _changed(self, signal: SignalRecord | None = None) -> int:
+        """Note a change the stream must store (by `signal`, known as applied from now on)."""
+        if signal is not None and signal.key not in self.applied:
+            self._set_applied([*self.applied, signal.key])
         self._gen += 1
         self.active = True
         self._cond.notify_all()
         return self._gen
+
+    def _applied(self, signal: SignalRecord) -> bool:
+        """Whether `signal` was applied before (the journal hands a signal over again when a crash
+        came before its `processed` commit). Waits for the engine's restore of the stored state
+        first: the answer is in it."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._restored or self._closed)
+            if signal.key not in self.applied:
+                return False
+        log.info("signal '%s' was applied before the last stop; not applied again", signal.id)
+        return True
 
     def _wait_stored(self, gen: int) -> None:
         """Until a batch carrying the change is held by every sink (a signal is journaled as
@@ -557,6 +634,8 @@ class IncrementalSnapshots:
         if request.snapshot_type == "blocking":
             # (snapshot/blocking.py takes these when the engine's wiring registered it)
             raise SignalError("blocking snapshots need the streaming engine (nothing was run)")
+        if self._applied(signal):
+            return "applied before the last stop (already part of the incremental snapshot state)"
         if not self.signal_table and self.gtid is None:
             raise SignalError(
                 "an incremental snapshot needs signal.data.collection: its watermarks are written to "
@@ -580,8 +659,6 @@ class IncrementalSnapshots:
         ]
         with self._cond:
             p = self.progress
-            if p is not None and signal.key in p.signals:
-                return f"already part of incremental snapshot {p.snapshot_id}"
             started = p is None
             if p is None:
                 p = Progress(uuid.uuid4().hex[:12], signal.id or None, new)
@@ -590,9 +667,8 @@ class IncrementalSnapshots:
                 if running:
                     raise SignalError(f"an incremental snapshot of {', '.join(running)} is already running")
                 p.collections.extend(new)
-            p.signals = [*p.signals, signal.key][-20:]
             self.progress = p
-            gen = self._changed()
+            gen = self._changed(signal)
             snapshot_id = p.snapshot_id
         if started:
             self.staging.drop_other_snapshots(snapshot_id)
@@ -619,6 +695,8 @@ class IncrementalSnapshots:
 
     def stop(self, request: Request, signal: SignalRecord) -> str | None:
         assert isinstance(request, StopSnapshot)
+        if self._applied(signal):
+            return "applied before the last stop"
         with self._cond:
             p = self.progress
             if p is None:
@@ -638,19 +716,21 @@ class IncrementalSnapshots:
                 gone = p.tables
                 correlation = p.correlation_id
                 self.progress = None
-            gen = self._changed()
+            gen = self._changed(signal)
         log.info("incremental snapshot: stopped %s", ", ".join(gone) or "nothing")
         self.notifier.incremental_snapshot.aborted(correlation, gone if request.data_collections else None)
         self._wait_stored(gen)
         return f"stopped: {', '.join(gone)}" if gone else "no table of the snapshot matched"
 
     def pause(self, request: Request, signal: SignalRecord) -> str | None:
-        return self._pause(True)
+        return self._pause(True, signal)
 
     def resume(self, request: Request, signal: SignalRecord) -> str | None:
-        return self._pause(False)
+        return self._pause(False, signal)
 
-    def _pause(self, paused: bool) -> str | None:
+    def _pause(self, paused: bool, signal: SignalRecord) -> str | None:
+        if self._applied(signal):
+            return "applied before the last stop"
         with self._cond:
             p = self.progress
             if p is None or p.paused == paused:
@@ -660,7 +740,7 @@ class IncrementalSnapshots:
                     else f"already {'paused' if paused else 'running'}"
                 )
             p.paused = paused
-            gen = self._changed()
+            gen = self._changed(signal)
             correlation, tables = p.correlation_id, p.tables
         if paused:
             self.notifier.incremental_snapshot.paused(correlation, tables)
