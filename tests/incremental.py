@@ -228,7 +228,7 @@ def start(s: Setup, log: Path) -> subprocess.Popen[bytes]:
     def streaming() -> bool:
         if proc.poll() is not None:
             raise AssertionError(f"the connector exited {proc.returncode}: {log.read_text()[-3000:]}")
-        s.sql("INSERT INTO bench VALUES (%s, 'mark', 0, 'mark')", (next(marks),))
+        s.sql("INSERT INTO bench (id, name, qty, note) VALUES (%s, 'mark', 0, 'mark')", (next(marks),))
         return any(r["value"] and cdc.payload(r).get("op") == "c" for r in bench_records(s.jsonl))
 
     wait_until(streaming, 90, "the stream is running", interval=0.5)
@@ -254,7 +254,7 @@ def wait_completed(s: Setup, count: int, log: Path, timeout: float = COMPLETE_S)
         f"{count} incremental snapshot(s) completed (log: {log})",
     )
     mark = next(_marks)
-    s.sql("INSERT INTO bench VALUES (%s, 'mark', 0, 'mark')", (mark,))
+    s.sql("INSERT INTO bench (id, name, qty, note) VALUES (%s, 'mark', 0, 'mark')", (mark,))
 
     def landed() -> bool:
         in_jsonl = any(

@@ -754,7 +754,7 @@ def test_snapshot_signal_notification_keys_not_yet(tmp_path: Path) -> None:
     )
     assert later.startswith("accepted but not used yet: ")
     # PostgreSQL's snapshots read snapshot.fetch.size, the overrides and the incremental chunk size;
-    # incremental.snapshot.allow.schema.changes is not acted on yet
+    # incremental.snapshot.allow.schema.changes is a MySQL property (binlog DDL): not used here
     assert (
         "debezium.source.incremental.snapshot.allow.schema.changes (Tidemark's snapshots do not act on "
         "them yet)"

@@ -40,3 +40,10 @@ def test_conditions_stop_pause_keyless(mariadb: Any, mariadb_database: str, tmp_
 def test_crash_before_offsets_stored(mariadb: Any, mariadb_database: str, tmp_path: Path) -> None:
     s = _setup(mariadb, mariadb_database, tmp_path, 7304, **cases.SIGKILL_SETTINGS)
     cases.crash_before_offsets_stored(s, tmp_path, completed=False)
+
+
+@pytest.mark.timeout(2 * COMPLETE_S)
+def test_schema_change_mid_snapshot(mariadb: Any, mariadb_database: str, tmp_path: Path) -> None:
+    extra = {**cases.SIGKILL_SETTINGS, "incremental__snapshot__allow__schema__changes": "true"}
+    s = _setup(mariadb, mariadb_database, tmp_path, 7305, **extra)
+    cases.schema_change_mid_snapshot(s, tmp_path)

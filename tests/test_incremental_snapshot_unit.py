@@ -180,3 +180,47 @@ def test_a_restart_takes_the_newest_state_and_knows_the_signals_it_applied(tmp_p
     # past the newest offset the stream is scanned again: this close watermark is acted on
     ctl.process(Batch([close_mark(11)], {"lsn": 11}))
     assert ctl.progress.chunk_seq == 4
+
+
+def test_allow_schema_changes_reads_the_chunk_again_after_ddl(tmp_path: Path) -> None:
+    """incremental.snapshot.allow.schema.changes (MySQL): DDL of the snapshotted table that the
+    stream passed before a chunk's close makes that chunk be read again (its rows may be of the
+    old schema); the chunk read ahead is skipped with it. Without the property only the reader's
+    schema of the table is refreshed."""
+    from cfgutil import config
+
+    from connectors.api import Batch, Record
+    from connectors.snapshot.incremental import IncrementalSnapshots
+
+    def controller(allow: str) -> IncrementalSnapshots:
+        cfg = config(
+            "mysql", tidemark__warehouse=str(tmp_path), incremental__snapshot__allow__schema__changes=allow
+        )
+        ctl = IncrementalSnapshots(cfg, None, lambda: None, "db.sig")  # type: ignore[arg-type]
+        ctl.restore(None)
+        ctl.progress = Progress("snap1", None, [{"id": "db.a", "condition": None, "surrogate_key": None}])
+        return ctl
+
+    def mark(name: str, pos: int) -> Record:
+        kind = "snapshot-window-open" if name.endswith("-open") else "snapshot-window-close"
+        value = {"op": "c", "after": {"id": name, "type": kind, "data": None}, "source": {}}
+        return Record("t.sig", {"id": name}, value, collection="db.sig", pos=(pos,))
+
+    ctl = controller("true")
+    assert ctl.allow_schema_changes
+    ctl.staging.write(
+        "snap1-0", ChunkMeta("db.a", ["10"], ["100"], 10, []), ['{"id":1}'], ['{"id":1}'], ["1"]
+    )
+    ctl.process(Batch([mark("snap1-0-open", 5)], {"pos": 5}))
+    ctl.schema_changed(["db.a"], (6,))  # the MySQL source, decoding ALTER TABLE db.a
+    closing = Batch([mark("snap1-0-close", 7)], {"pos": 7})
+    ctl.process(closing)
+    p = ctl.progress
+    assert p is not None and len(closing.records) == 1  # the watermark only: no chunk rows
+    assert p.chunk_seq == 2 and p.last_key is None and p.tables == ["db.a"]
+
+    off = controller("false")
+    assert not off.allow_schema_changes
+    off.schema_changed(["db.a"], (6,))
+    assert off._ddl == []  # no chunk read again, but the reader reloads the table's schema:
+    assert off.take_stale() == {"db.a"} and off.take_stale() == set()

@@ -32,6 +32,8 @@ def build_engine(
             live.set(src)
         if incremental is not None and incremental.gtid is not None:
             src.wants_position = incremental.gtid.waiting  # type: ignore[attr-defined]  # MySqlSource
+        if incremental is not None and cfg.connector != "postgres":
+            src.on_schema_change = incremental.schema_changed  # type: ignore[attr-defined]  # MySqlSource
         return src
 
     from connectors.signals.processor import SignalProcessor

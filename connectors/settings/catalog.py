@@ -664,13 +664,15 @@ _SNAPSHOT_KEYS = re.compile(
 # Signals and notifications (connectors/signals/): every key, and signal.consumer.* (the kafka
 # signal channel's consumer settings).
 _SIGNAL_KEYS = r"|signal\..+|notification\.(enabled\.channels|sink\.topic\.name)"
-# Incremental snapshots (connectors/snapshot/incremental*.py); allow.schema.changes is not acted on yet.
+# Incremental snapshots (connectors/snapshot/incremental*.py); allow.schema.changes is a MySQL
+# property in Debezium (the binlog's DDL says when a chunk must be read again).
 _INCREMENTAL_KEYS = r"|incremental\.snapshot\.(chunk\.size|watermarking\.strategy)"
+_MYSQL_ONLY = r"|read\.only|incremental\.snapshot\.allow\.schema\.changes"
 IMPLEMENTED: dict[Connector, re.Pattern[str]] = {
     "postgres": re.compile(_SNAPSHOT_KEYS.pattern + _SIGNAL_KEYS + _INCREMENTAL_KEYS),
     # read.only: read-only incremental snapshots with GTID watermarks (snapshot/incremental_gtid.py)
-    "mysql": re.compile(_SNAPSHOT_KEYS.pattern + _SIGNAL_KEYS + _INCREMENTAL_KEYS + r"|read\.only"),
-    "mariadb": re.compile(_SNAPSHOT_KEYS.pattern + _SIGNAL_KEYS + _INCREMENTAL_KEYS + r"|read\.only"),
+    "mysql": re.compile(_SNAPSHOT_KEYS.pattern + _SIGNAL_KEYS + _INCREMENTAL_KEYS + _MYSQL_ONLY),
+    "mariadb": re.compile(_SNAPSHOT_KEYS.pattern + _SIGNAL_KEYS + _INCREMENTAL_KEYS + _MYSQL_ONLY),
 }
 """Keys NOT_YET matches that a connector already acts on (its snapshot settings, signals and
 notifications)."""

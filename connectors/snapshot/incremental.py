@@ -224,6 +224,16 @@ class IncrementalSnapshots:
         self._attempted: tuple[str, int, int] | None = None
         self._closed = False
         self._schemas: dict[str, TableSchema] = {}
+        # The schema each chunk was read with (the reader reads one chunk ahead, possibly after
+        # a DDL): a chunk's rows go out with their own schema, not the newest published one.
+        self._chunk_schemas: dict[str, TableSchema] = {}
+        # incremental.snapshot.allow.schema.changes (MySQL/MariaDB, as Debezium): a chunk of a
+        # table whose DDL the stream passed since the previous chunk went out is read again.
+        self.allow_schema_changes = cfg.connector != "postgres" and str(
+            props.get("incremental.snapshot.allow.schema.changes") or "false"
+        ).lower() in ("true", "1", "yes", "on")
+        self._ddl: list[tuple[str, Any]] = []  # (table, stream position) of DDL the stream passed
+        self._stale: set[str] = set()  # tables whose DDL the stream passed: the reader reloads them
         self.emitted = 0  # snapshot records emitted by this process
         # The stream goes first: a chunk's rows share the engine and the sinks with it, so no new
         # chunk window opens while the stream lags more than this (for at most HOLD_MAX_S a chunk).
@@ -449,8 +459,22 @@ class IncrementalSnapshots:
             self._cond.notify_all()
             return []
         meta = staged.meta
+        if self._ddl_before(meta.table, watermark.pos):
+            # As Debezium's rereadChunk: the rows may have been read before the DDL; read the
+            # same key range again in a new window (the chunk read ahead is skipped with it).
+            log.info(
+                "incremental snapshot: %s changed its schema while chunk %s was out; reading it again",
+                meta.table,
+                p.chunk_id,
+            )
+            self._chunk_schemas.pop(p.chunk_id, None)
+            p.chunk_seq += 2
+            p.window_open, p.window_keys = False, []
+            self._cond.notify_all()
+            return []
         dropped = {k for t, k in p.window_keys if t == meta.table}
-        records = self._records(watermark, staged, dropped) if meta.table in p.tables else []
+        schema = self._chunk_schemas.pop(p.chunk_id, None)
+        records = self._records(watermark, staged, dropped, schema) if meta.table in p.tables else []
         p.advance(meta)
         if not p.collections:
             log.info("incremental snapshot %s completed", p.snapshot_id)
@@ -465,10 +489,21 @@ class IncrementalSnapshots:
         self._cond.notify_all()
         return records
 
-    def _records(self, watermark: Record, staged: StagedChunk, dropped: set[str]) -> list[Record]:
+    def _ddl_before(self, table: str | None, pos: Any) -> bool:
+        """Whether the stream passed DDL of `table` (allow.schema.changes) since the previous chunk
+        went out, up to `pos`; forgets what is up to `pos`."""
+        if not self._ddl:
+            return False
+        upto = [d for d in self._ddl if pos is None or d[1] is None or d[1] <= pos]
+        self._ddl = [d for d in self._ddl if d not in upto]
+        return any(t == table for t, _ in upto)
+
+    def _records(
+        self, watermark: Record, staged: StagedChunk, dropped: set[str], ts: TableSchema | None = None
+    ) -> list[Record]:
         table = staged.meta.table
         assert table is not None
-        ts = self._schema(table)
+        ts = ts or self._schema(table)
         if ts is None:
             log.error("incremental snapshot: no schema for %s; its chunk is not emitted", table)
             return []
@@ -535,8 +570,32 @@ class IncrementalSnapshots:
         return ts
 
     # ------------------------------------------------------------------ reader side
-    def publish(self, table: str, ts: TableSchema) -> None:
+    def publish(self, table: str, ts: TableSchema, chunk_id: str | None = None) -> None:
         self._schemas[table] = ts
+        if chunk_id is not None:
+            with self._cond:
+                self._chunk_schemas[chunk_id] = ts
+                while len(self._chunk_schemas) > 8:  # (chunks of a stopped snapshot)
+                    self._chunk_schemas.pop(next(iter(self._chunk_schemas)))
+
+    def schema_changed(self, tables: list[str], pos: Any) -> None:
+        """The stream passed DDL that changes `tables` at `pos` (the MySQL source calls this
+        while it decodes, on the engine's thread, before the batch reaches `process`): the
+        reader reads their next chunks with the new schema (as Debezium reads with the schema
+        the binlog's DDL gave it) and, with allow.schema.changes, the chunk that goes out next
+        is read again."""
+        with self._cond:
+            self._stale.update(tables)
+            p = self.progress
+            if self.allow_schema_changes and p is not None:
+                watched = set(p.tables)
+                self._ddl.extend((t, pos) for t in tables if t in watched)
+
+    def take_stale(self) -> set[str]:
+        """The tables whose schema changed since the reader last asked."""
+        with self._cond:
+            stale, self._stale = self._stale, set()
+            return stale
 
     def stream_first(self) -> None:
         """Wait while the stream lags more than `max_lag_ms` behind the source (a lag measured

@@ -261,13 +261,15 @@ class ChunkReader:
     def _chunk(self, src: ChunkSource, p: Progress) -> ChunkMeta:
         """Read (or find staged) chunk `p.chunk_id` and close its window; what it found."""
         cid = p.chunk_id
+        for table in self.controller.take_stale():
+            src.forget(table)  # its DDL was in the stream: read its schema again
         if self._finished[0] != p.snapshot_id:
             self._finished = (p.snapshot_id, set())
         staged = self.staging.read(cid)
         if staged is not None:
             # Read before (a crash, a reconnect, or read ahead): the same rows go out at its close.
             if staged.meta.table is not None:
-                self._publish(src, staged.meta.table)
+                self._publish(src, staged.meta.table, cid)
             self._finished[1].update(staged.meta.completed)
             self._close(src, cid, None, staged.meta)
             return staged.meta
@@ -298,7 +300,7 @@ class ChunkReader:
                 )
                 status = "UNKNOWN_SCHEMA"
             else:
-                self.controller.publish(table, found[0])
+                self.controller.publish(table, found[0], cid)
                 key = [surrogate] if surrogate else list(found[0].key_names)
                 if not key:
                     status = "NO_PRIMARY_KEY"
@@ -376,10 +378,10 @@ class ChunkReader:
             notify.completed(p.correlation_id)
         return meta
 
-    def _publish(self, src: ChunkSource, table: str) -> None:
+    def _publish(self, src: ChunkSource, table: str, chunk_id: str) -> None:
         found = src.table(table)
         if found is not None:
-            self.controller.publish(table, found[0])
+            self.controller.publish(table, found[0], chunk_id)
 
     def _close(self, src: ChunkSource, cid: str, opened: str | None, meta: ChunkMeta | None = None) -> None:
         """Close the chunk's window (again, after a restart: only if it is not closed yet)."""

@@ -182,6 +182,8 @@ class MySqlSource:
         # whether a chunk waits for the stream to pass its window; an idle stream then turns a
         # server heartbeat into an empty batch, whose offset shows the position reached.
         self.wants_position: Callable[[], bool] | None = None
+        # incremental snapshots (allow.schema.changes): told of each DDL's tables and position
+        self.on_schema_change: Callable[[list[str], tuple], None] | None = None
         # skip.messages.without.change / event.processing.failure.handling.mode: chosen once here.
         self._row = with_options(  # type: ignore[method-assign]  # this instance's variant
             self._row, src, unchanged=self._unchanged, where=_where
@@ -826,6 +828,8 @@ class MySqlSource:
         for cached in list(self._schemas):
             if cached[0] == sc.db:
                 self._schemas.pop(cached, None)
+        if self.on_schema_change is not None and changes:
+            self.on_schema_change([f"{c.db}.{c.table}" for c in changes], sc.pos)
         if not self.include_schema_changes:
             return
         if changes and not any(self.filters.captures(c.db, c.table) for c in changes):
