@@ -126,6 +126,9 @@ def _notifications(rows: list[dict[str, Any]], n: int = 20) -> list[dict[str, An
 
 SIGNALLED = ("Incremental Snapshot", "Blocking Snapshot")
 ENDED = {"COMPLETED", "ABORTED"}
+# The notifications that change a snapshot's phase; a chunk read while a pause took effect still
+# reports IN_PROGRESS after PAUSED, and must not make a paused snapshot look running.
+PHASES = {"STARTED", "PAUSED", "RESUMED", *ENDED}
 
 
 def _signalled_snapshot(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -150,10 +153,11 @@ def _signalled_snapshot(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
             current = data
         elif r["type"] == "TABLE_SCAN_COMPLETED":
             done[data.get("scanned_collection", "")] = int(data.get("total_rows_scanned") or 0)
+    phase = next((r["type"] for r in reversed(mine) if r["type"] in PHASES), last["type"])
     return {
         "id": sid,
         "kind": last["aggregate_type"].split()[0].lower(),
-        "state": last["type"],
+        "state": phase if phase == "PAUSED" else last["type"],
         "ended": last["type"] in ENDED,
         "tables": tables,
         "tables_done": sorted(done),
