@@ -24,8 +24,9 @@ from incremental import (
 )
 
 # Each scenario's connector settings (beyond tests/incremental.py's config_extra).
-# Small chunks (200 of the default 20,000 rows), so kills land mid-snapshot even on an idle machine.
-SIGKILL_SETTINGS = {"incremental__snapshot__chunk__size": "100"}
+# Small chunks (200 of the default 20,000 rows; 500 of the 500,000), so kills land
+# mid-snapshot even on an idle machine.
+SIGKILL_SETTINGS = {"incremental__snapshot__chunk__size": str(max(100, ROWS // 500))}
 CONDITIONS_SETTINGS = {
     "incremental__snapshot__chunk__size": "300",
     "incremental__snapshot__watermarking__strategy": "insert_delete",

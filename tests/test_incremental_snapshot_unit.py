@@ -76,6 +76,9 @@ def test_staging_round_trip_and_cleanup(tmp_path: Path) -> None:
     st.drop_other_snapshots("s2")
     assert st.read("s1-0") is None and st.read("s2-0") is not None
     assert Staging(tmp_path, "c2").read("s1-0") is not None  # other connectors' rows stay
+    st.drop_snapshot("s2")
+    assert st.read("s2-0") is None and Staging(tmp_path, "c1").read("s2-0") is None
+    assert Staging(tmp_path, "c2").read("s1-0") is not None
 
 
 def test_staging_memory_copy_is_the_callers_own(tmp_path: Path) -> None:
@@ -224,3 +227,31 @@ def test_allow_schema_changes_reads_the_chunk_again_after_ddl(tmp_path: Path) ->
     off.schema_changed(["db.a"], (6,))
     assert off._ddl == []  # no chunk read again, but the reader reloads the table's schema:
     assert off.take_stale() == {"db.a"} and off.take_stale() == set()
+
+
+def test_an_ended_snapshots_staged_chunks_go_once_every_sink_holds_its_end(tmp_path: Path) -> None:
+    """The last close watermark ends the snapshot; once the batch carrying that end is held by
+    every sink (no restart can replay one of its close watermarks), its staged chunks are deleted."""
+    from cfgutil import config
+
+    from connectors.api import Batch, Record
+    from connectors.snapshot.incremental import IncrementalSnapshots
+
+    ctl = IncrementalSnapshots(
+        config("postgres", tidemark__warehouse=str(tmp_path)), None, lambda: None, "public.sig"
+    )  # type: ignore[arg-type]
+    ctl.restore(None)
+    ctl.progress = Progress("snap1", None, [{"id": "public.a", "condition": None, "surrogate_key": None}])
+    ctl.staging.write("snap1-0", ChunkMeta(None, None, None, 0, ["public.a"]), [], [], [])
+    after = {"id": "snap1-0-close", "type": "snapshot-window-close", "data": None}
+    close = Record(
+        "t.sig", {"id": after["id"]}, {"op": "c", "after": after}, collection="public.sig", pos=(3,)
+    )
+    end = Batch([close], {"lsn": 3})
+    ctl.process(end)
+    assert ctl.progress is None and ctl.staging.read("snap1-0") is not None
+    ctl.settled(end)  # every sink holds it (no offsets table: Delta alone)
+    deadline = time.monotonic() + 30
+    while ctl.staging.read("snap1-0") is not None:
+        assert time.monotonic() < deadline, "the ended snapshot's staged chunks were not deleted"
+        time.sleep(0.05)

@@ -234,6 +234,9 @@ class IncrementalSnapshots:
         ).lower() in ("true", "1", "yes", "on")
         self._ddl: list[tuple[str, Any]] = []  # (table, stream position) of DDL the stream passed
         self._stale: set[str] = set()  # tables whose DDL the stream passed: the reader reloads them
+        # (snapshot id, gen): a snapshot that ended; its staged chunks are deleted once every sink
+        # holds a batch after its end (no restart can replay a close watermark of it any more)
+        self._ended: tuple[str, int] | None = None
         self.emitted = 0  # snapshot records emitted by this process
         # The stream goes first: a chunk's rows share the engine and the sinks with it, so no new
         # chunk window opens while the stream lags more than this (for at most HOLD_MAX_S a chunk).
@@ -375,6 +378,21 @@ class IncrementalSnapshots:
             with self._cond:
                 self._committed_gen = max(self._committed_gen, gen)
                 self._cond.notify_all()
+                ended = self._ended
+                if ended is None or ended[1] > self._committed_gen:
+                    return
+                self._ended = None
+            # off the caller's thread (the engine's or the offset flusher's): a Delta delete
+            threading.Thread(
+                target=self._drop_staged, args=(ended[0],), name="tidemark-staging-cleanup", daemon=True
+            ).start()
+
+    def _drop_staged(self, snapshot_id: str) -> None:
+        try:
+            self.staging.drop_snapshot(snapshot_id)
+            log.info("incremental snapshot %s: its staged chunks are deleted", snapshot_id)
+        except Exception as e:  # noqa: BLE001 - the next snapshot deletes them too
+            log.warning("incremental snapshot %s: deleting its staged chunks: %s", snapshot_id, e)
 
     def _scan(self, records: list[Record], p: Progress) -> list[Record] | None:
         """The batch's records with the chunks released in it (None: unchanged)."""
@@ -479,6 +497,7 @@ class IncrementalSnapshots:
         if not p.collections:
             log.info("incremental snapshot %s completed", p.snapshot_id)
             self.progress = None
+            self._ended = (p.snapshot_id, self._changed())
         log.debug(
             "incremental snapshot chunk of %s: %d rows, %d changed in the window",
             meta.table,
@@ -776,6 +795,8 @@ class IncrementalSnapshots:
                 correlation = p.correlation_id
                 self.progress = None
             gen = self._changed(signal)
+            if self.progress is None:
+                self._ended = (p.snapshot_id, gen)
         log.info("incremental snapshot: stopped %s", ", ".join(gone) or "nothing")
         self.notifier.incremental_snapshot.aborted(correlation, gone if request.data_collections else None)
         self._wait_stored(gen)

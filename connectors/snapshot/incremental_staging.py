@@ -182,6 +182,13 @@ class Staging:
 
     def drop_other_snapshots(self, keep: str) -> None:
         """Delete the connector's staged chunks of snapshots other than `keep` (a snapshot id)."""
+        self._drop(keep, keep=True)
+
+    def drop_snapshot(self, snapshot_id: str) -> None:
+        """Delete the connector's staged chunks of snapshot `snapshot_id` (it ended)."""
+        self._drop(snapshot_id, keep=False)
+
+    def _drop(self, snapshot_id: str, *, keep: bool) -> None:
         from deltalake.exceptions import DeltaError
 
         with self._lock:
@@ -190,9 +197,10 @@ class Staging:
                 if dt is None:
                     return
                 conn = self.connector.replace("'", "''")
-                prefix = keep.replace("'", "''")
-                dt.delete(f"connector = '{conn}' AND NOT starts_with(chunk, '{prefix}-')")
-                for c in [c for c in self._recent if not c.startswith(keep + "-")]:
+                prefix = snapshot_id.replace("'", "''")
+                mine = f"starts_with(chunk, '{prefix}-')"
+                dt.delete(f"connector = '{conn}' AND {'NOT ' if keep else ''}{mine}")
+                for c in [c for c in self._recent if c.startswith(snapshot_id + "-") != keep]:
                     del self._recent[c]
             except (DeltaError, OSError) as e:
                 raise storage_error(e, self.uri, "the incremental snapshot staging table") from None
