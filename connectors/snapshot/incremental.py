@@ -229,9 +229,9 @@ class IncrementalSnapshots:
         self._chunk_schemas: dict[str, TableSchema] = {}
         # incremental.snapshot.allow.schema.changes (MySQL/MariaDB, as Debezium): a chunk of a
         # table whose DDL the stream passed since the previous chunk went out is read again.
-        self.allow_schema_changes = cfg.connector != "postgres" and str(
-            props.get("incremental.snapshot.allow.schema.changes") or "false"
-        ).lower() in ("true", "1", "yes", "on")
+        self.allow_schema_changes = cfg.connector != "postgres" and bool(
+            props.get("incremental.snapshot.allow.schema.changes")
+        )  # (validated: a bool)
         self._ddl: list[tuple[str, Any]] = []  # (table, stream position) of DDL the stream passed
         self._stale: set[str] = set()  # tables whose DDL the stream passed: the reader reloads them
         # (snapshot id, gen): a snapshot that ended; its staged chunks are deleted once every sink
@@ -513,9 +513,10 @@ class IncrementalSnapshots:
         went out, up to `pos`; forgets what is up to `pos`."""
         if not self._ddl:
             return False
-        upto = [d for d in self._ddl if pos is None or d[1] is None or d[1] <= pos]
-        self._ddl = [d for d in self._ddl if d not in upto]
-        return any(t == table for t, _ in upto)
+        passed = [pos is None or at is None or at <= pos for _, at in self._ddl]
+        hit = any(p and t == table for p, (t, _) in zip(passed, self._ddl, strict=True))
+        self._ddl = [d for p, d in zip(passed, self._ddl, strict=True) if not p]
+        return hit
 
     def _records(
         self, watermark: Record, staged: StagedChunk, dropped: set[str], ts: TableSchema | None = None

@@ -182,7 +182,8 @@ class MySqlSource:
         # whether a chunk waits for the stream to pass its window; an idle stream then turns a
         # server heartbeat into an empty batch, whose offset shows the position reached.
         self.wants_position: Callable[[], bool] | None = None
-        # incremental snapshots (allow.schema.changes): told of each DDL's tables and position
+        # incremental snapshots: told of each DDL's tables and position (the chunk reader reloads
+        # their schemas; with allow.schema.changes the next chunk is read again)
         self.on_schema_change: Callable[[list[str], tuple], None] | None = None
         # skip.messages.without.change / event.processing.failure.handling.mode: chosen once here.
         self._row = with_options(  # type: ignore[method-assign]  # this instance's variant
