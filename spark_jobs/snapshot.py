@@ -538,7 +538,18 @@ def run_blocking(request: dict[str, Any], *, spark: Any = None) -> Outcome:
     return out
 
 
-def _watch_parent(pid: int) -> None:
+def report(e: TidemarkError, error_file: Path | None) -> int:
+    """A job's error on stderr (and in `error_file`, for the connector that started it); the exit
+    code: 2 for a configuration error, else 1."""
+    print(f"error: {e.message}", file=sys.stderr)
+    if e.hint:
+        print(f"  hint: {e.hint}", file=sys.stderr)
+    if error_file:
+        error_file.write_text(e.message + (f" ({e.hint})" if e.hint else ""))
+    return 2 if e.__class__.__name__ == "ConfigError" else 1
+
+
+def watch_parent(pid: int) -> None:
     """Exit when the connector that started this job is gone (killed): a restarted connector
     resumes the snapshot, and must not race an orphaned job on the same chunks."""
     import threading
@@ -772,19 +783,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines are connection chatter
     if a.parent:
-        _watch_parent(a.parent)
+        watch_parent(a.parent)
     try:
         if a.blocking is not None:
             out = run_blocking(orjson.loads(a.blocking.read_bytes()))
         else:
             out = run(load(a.config))
     except TidemarkError as e:
-        print(f"error: {e.message}", file=sys.stderr)
-        if e.hint:
-            print(f"  hint: {e.hint}", file=sys.stderr)
-        if a.error_file:
-            a.error_file.write_text(e.message + (f" ({e.hint})" if e.hint else ""))
-        return 2 if e.__class__.__name__ == "ConfigError" else 1
+        return report(e, a.error_file)
     if a.result:
         a.result.write_bytes(out.as_json())
     return 0

@@ -9,6 +9,7 @@ from pathlib import Path
 import cdc
 from harness import wait_until
 from incremental import (
+    COMPLETE_S,
     ROWS,
     SIGNAL_DDL,
     Setup,
@@ -331,3 +332,69 @@ def schema_change_mid_snapshot(s: Setup, tmp_path: Path) -> None:
     )
     keys = snapshot_keys(s.changelog)
     assert len(keys) == len(set(keys)) and len(keys) >= ROWS
+
+
+SPARK_SETTINGS = {
+    "incremental__snapshot__chunk__size": "500",
+    "tidemark__incremental__snapshot__reader": "spark",
+    "tidemark__incremental__snapshot__parallelism": "3",
+    "tidemark__spark__master": "local[3]",
+}
+
+
+def _window_order(s: Setup) -> list[tuple[str, int]]:
+    """The snapshot's watermarks in stream order: ("open" | "close", chunk number)."""
+    out = []
+    for r in cdc.read_jsonl(s.jsonl):
+        if not r["topic"].endswith(".debezium_signal") or not r["value"]:
+            continue
+        after = cdc.payload(r)["after"]
+        if after and after["type"] in ("snapshot-window-open", "snapshot-window-close"):
+            cid = after["id"].rsplit("-", 1)[0] if after["id"].endswith(("-open", "-close")) else after["id"]
+            out.append(("open" if after["type"].endswith("open") else "close", int(cid.rsplit("-", 1)[1])))
+    return out
+
+
+def spark_reader(s: Setup, tmp_path: Path, *, kill: bool) -> None:
+    """reader=spark: the connector starts the chunk job, which reads chunks at once, each in its
+    own window; under writes (and, with `kill`, a SIGKILL of the connector mid-snapshot, which
+    ends its job too) the snapshot completes, replaying the events reproduces the table, and no
+    chunk is emitted twice into the Delta change log."""
+    _prepare(s)
+    log = tmp_path / "connector.log"
+    with writer(s, ROWS + 1, seed=3) as done:
+        proc = start(s, log)
+        try:
+            s.source_signal("inc-spark", "execute-snapshot", {"data-collections": [f"{s.ns}.bench"]})
+            if kill:
+                wait_until(
+                    lambda: _read_up_to(log) >= ROWS // 3 or "type='COMPLETED'" in log.read_text(),
+                    COMPLETE_S,
+                    f"the snapshot read up to key {ROWS // 3}",
+                )
+                assert not s.notifications("COMPLETED"), "the snapshot ended before the kill"
+                cdc._sigkill(proc)
+                proc = start(s, log)
+            wait_completed(s, 1, log)
+        finally:
+            if proc.poll() is None:
+                stop(proc)
+        assert done[0] > 200, f"only {done[0]} writes overlapped the snapshot"
+    _settled_snapshot_keys(s, log)
+    text = log.read_text()
+    assert "starting the chunk job" in text
+    # the chunks were read at once: some chunk's window opened before the one before it closed
+    order = _window_order(s)
+    closed: set[int] = set()
+    overlaps = 0
+    for kind, n in order:
+        if kind == "close":
+            closed.add(n)
+        elif n > 0 and n - 1 not in closed:
+            overlaps += 1
+    assert overlaps >= 3, f"no overlapping chunk windows: {order[:40]}"
+    kinds = [n["type"] for n in s.notifications()]
+    assert kinds.count("COMPLETED") == 1 and kinds.count("TABLE_SCAN_COMPLETED") == 1
+    assert kinds.count("IN_PROGRESS") >= ROWS // 500 - 2
+    scan = s.notifications("TABLE_SCAN_COMPLETED")[0]["additional_data"]
+    assert int(scan["total_rows_scanned"]) >= ROWS * 0.8

@@ -47,3 +47,10 @@ def test_schema_change_mid_snapshot(mariadb: Any, mariadb_database: str, tmp_pat
     extra = {**cases.SIGKILL_SETTINGS, "incremental__snapshot__allow__schema__changes": "true"}
     s = _setup(mariadb, mariadb_database, tmp_path, 7305, **extra)
     cases.schema_change_mid_snapshot(s, tmp_path)
+
+
+@pytest.mark.timeout(2 * COMPLETE_S)
+@pytest.mark.parametrize("kill", [False, True], ids=["steady", "sigkill"])
+def test_spark_reader(mariadb: Any, mariadb_database: str, tmp_path: Path, kill: bool) -> None:
+    s = _setup(mariadb, mariadb_database, tmp_path, 7310 + int(kill), **cases.SPARK_SETTINGS)
+    cases.spark_reader(s, tmp_path, kill=kill)

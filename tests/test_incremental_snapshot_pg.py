@@ -41,3 +41,10 @@ def test_conditions_stop_pause_keyless(pg: Any, pg_database: str, tmp_path: Path
 def test_crash_before_offsets_stored(pg: Any, pg_database: str, tmp_path: Path, completed: bool) -> None:
     s = _setup(pg, pg_database, tmp_path, f"incpg4{int(completed)}", **cases.SIGKILL_SETTINGS)
     cases.crash_before_offsets_stored(s, tmp_path, completed=completed)
+
+
+@pytest.mark.timeout(2 * COMPLETE_S)
+@pytest.mark.parametrize("kill", [False, True], ids=["steady", "sigkill"])
+def test_spark_reader(pg: Any, pg_database: str, tmp_path: Path, kill: bool) -> None:
+    s = _setup(pg, pg_database, tmp_path, f"incpg5{int(kill)}", **cases.SPARK_SETTINGS)
+    cases.spark_reader(s, tmp_path, kill=kill)

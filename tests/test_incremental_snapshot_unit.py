@@ -255,3 +255,125 @@ def test_an_ended_snapshots_staged_chunks_go_once_every_sink_holds_its_end(tmp_p
     while ctl.staging.read("snap1-0") is not None:
         assert time.monotonic() < deadline, "the ended snapshot's staged chunks were not deleted"
         time.sleep(0.05)
+
+
+def test_overlapping_windows_go_out_in_chunk_order_with_their_windows_extended(tmp_path: Path) -> None:
+    """reader=spark: chunks 0-2 are read at once, each in its own window. A later chunk's close
+    is noted and the chunk goes out after the ones before it; a key changed after its close but
+    before it goes out is dropped too (its window lasts until then). The open windows ride in the
+    offset, so a restart between two batches keeps them."""
+    from types import SimpleNamespace
+
+    from cfgutil import config
+
+    from connectors.api import Batch, Record
+    from connectors.signals.notify import Notifier
+    from connectors.snapshot.incremental import IncrementalSnapshots
+
+    sent: list[tuple[str, dict[str, str]]] = []
+
+    class Recorder:
+        name = "test"
+
+        def send(self, n: object) -> None:
+            sent.append((n.type, n.additional_data))  # type: ignore[attr-defined]
+
+        def close(self) -> None:
+            pass
+
+    cfg = config(
+        "postgres", tidemark__warehouse=str(tmp_path), tidemark__incremental__snapshot__reader="spark"
+    )
+
+    def controller() -> IncrementalSnapshots:
+        ctl = IncrementalSnapshots(cfg, Notifier("tm", [Recorder()]), lambda: None, "public.sig")  # type: ignore[arg-type]
+        ctl.publish("public.a", SimpleNamespace(topic="tm.public.a", key_schema=None, envelope_schema=None))  # type: ignore[arg-type]
+        return ctl
+
+    ctl = controller()
+    assert ctl.spark
+    ctl.restore(None)
+    ctl.progress = Progress("s1", "sig", [{"id": "public.a", "condition": None, "surrogate_key": None}])
+    for n, ids in enumerate([(1, 2), (3, 4), (5, 6)]):
+        keys = [f'{{"id":{i}}}' for i in ids]
+        meta = ChunkMeta("public.a", [str(ids[-1])], ["6"], 0, [], rows=2, ends=n == 2)
+        ctl.staging.write(f"s1-{n}", meta, keys, keys, keys)
+
+    def mark(name: str) -> Record:
+        kind = "snapshot-window-open" if name.endswith("-open") else "snapshot-window-close"
+        value = {"op": "c", "after": {"id": name, "type": kind, "data": None}, "source": {}}
+        return Record("tm.public.sig", {"id": name}, value, collection="public.sig")
+
+    def change(i: int) -> Record:
+        value = {"op": "u", "after": {"id": i}, "source": {}}
+        return Record("tm.public.a", {"id": i}, value, collection="public.a")
+
+    first = Batch(
+        [
+            mark("s1-0-open"),
+            mark("s1-1-open"),
+            mark("s1-2-open"),
+            change(3),
+            mark("s1-1-close"),
+            mark("s1-2-close"),
+        ],
+        {"lsn": 1},
+    )
+    ctl.process(first)
+    assert len(first.records) == 6  # no chunk goes out before chunk 0
+    assert ctl.progress is not None and ctl.progress.chunk_seq == 0
+    again = controller()  # a restart after the first batch was stored
+    again.restore(first.offset)
+    second = Batch([change(5), mark("s1-0-close")], {"lsn": 2})
+    again.process(second)
+    snap = [r for r in second.records if r.value and r.value["op"] == "r"]
+    assert [r.key["id"] for r in snap] == [1, 2, 4, 6]  # in chunk order; 3 and 5 changed in their windows
+    assert again.progress is None  # the last chunk ended the table and the snapshot
+    again.close()
+    kinds = [k for k, _ in sent]
+    assert kinds == ["IN_PROGRESS", "IN_PROGRESS", "IN_PROGRESS", "TABLE_SCAN_COMPLETED", "COMPLETED"]
+    assert sent[3][1]["total_rows_scanned"] == "6" and sent[1][1]["last_processed_key"] == "4"
+
+
+def test_chunks_planned_ahead_continue_where_the_stored_plans_end() -> None:
+    """The planner: chunk bounds every `chunk_size` rows from the server's key numbering, the last
+    chunk of a table up to its maximum key, empty tables listed in the next chunk, and plans
+    stored before reused as they are (a restarted job reads the same ranges)."""
+    from typing import Any
+
+    from connectors.snapshot.incremental_plan import plan_ahead
+
+    table_keys = {"public.a": list(range(1, 11)), "public.e": [], "public.b": [100, 200]}
+
+    class Source:
+        def table(self, table: str) -> Any:
+            return (type("TS", (), {"key_names": ["id"]})(), None) if table in table_keys else None
+
+        def max_key(self, table: str, key: Any, condition: Any) -> Any:
+            keys = table_keys[table]
+            return [str(keys[-1])] if keys else None
+
+        def boundaries(self, q: ChunkQuery, every: int) -> list[list[Any]]:
+            after = int(q.after[0]) if q.after else -1
+            rows = [k for k in table_keys[q.table] if after < k <= int(q.upto[0])][: q.limit]
+            return [[str(k)] for k in rows[every - 1 :: every]]
+
+    tables = [
+        {"id": t, "condition": None, "surrogate_key": None}
+        for t in ("public.a", "public.gone", "public.e", "public.b")
+    ]
+    p = Progress("s1", None, tables)
+    plans, new = plan_ahead(p, {}, Source(), 3, 2)  # type: ignore[arg-type]
+    assert [(n, pl["lower"], pl["upper"]) for n, pl in new] == [(0, None, ["3"]), (1, ["3"], ["6"])]
+    p.chunk_seq = 1  # chunk 0 went out
+    p.last_key, p.max_key = ["3"], ["10"]
+    plans, new = plan_ahead(p, plans, Source(), 3, 4)  # type: ignore[arg-type]
+    assert [(n, pl["table"], pl["lower"], pl["upper"], pl["ends"]) for n, pl in sorted(plans.items())] == [
+        (1, "public.a", ["3"], ["6"], False),
+        (2, "public.a", ["6"], ["9"], False),
+        (3, "public.a", ["9"], ["10"], True),
+        (4, "public.b", None, ["200"], True),
+    ]
+    assert [n for n, _ in new] == [2, 3, 4]
+    assert plans[4]["completed"] == ["public.gone", "public.e"]
+    assert plans[4]["statuses"] == {"public.gone": "UNKNOWN_SCHEMA", "public.e": "EMPTY"}

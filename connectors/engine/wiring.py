@@ -84,6 +84,26 @@ def resume_point(cfg: ConnectorConfig) -> tuple[int, dict[str, Any] | None]:
         close_all(sinks)
 
 
+class StoredOffsets:
+    """The newest offset any of `cfg`'s sinks holds (the incremental snapshot's stored state is in
+    it), read again on every call: what the chunk job follows the stream by."""
+
+    def __init__(self, cfg: ConnectorConfig) -> None:
+        self.sinks = build_sinks(cfg)
+        _, offset_key = _source(cfg)
+        self.engine = Engine(
+            _no_source, self.sinks, DeltaOffsetStore(cfg.warehouse, cfg.name), offset_key=offset_key
+        )
+
+    def newest(self) -> dict[str, Any] | None:
+        return self.engine._durable()[3]
+
+    def close(self) -> None:
+        from connectors.engine.loop import close_all
+
+        close_all(self.sinks)
+
+
 def reserve_seq(cfg: ConnectorConfig, seq: int) -> None:
     """Take batch seq `seq` for rows that are not a stream batch (a snapshot's, in the Delta change
     log: `(batch_seq, event_index)` orders that log), so the stream's next batch comes after them.

@@ -27,6 +27,7 @@ from connectors.settings.modes import (
     DecimalMode,
     FailureMode,
     HstoreMode,
+    IncrementalReader,
     IntervalMode,
     KafkaClient,
     MariaDbSnapshotLocking,
@@ -729,6 +730,9 @@ SERVER_PROPERTIES: dict[str, Prop] = {
         P("tidemark.snapshot.mysql.method", "enum", "locking", choices(MySqlSnapshotMethod)),
         # Incremental snapshots: no new chunk while the stream lags more than this (the stream first).
         P("tidemark.incremental.snapshot.max.stream.lag.ms", "int", 1000),
+        # Who reads the chunks: a thread of the connector, one at a time, or the Spark job, in parallel.
+        P("tidemark.incremental.snapshot.reader", "enum", "thread", choices(IncrementalReader)),
+        P("tidemark.incremental.snapshot.parallelism", "int", 4),
         # Airflow (dags/, plugins/): where the database connection comes from, scheduled snapshots.
         P("tidemark.airflow.connection.id", "str"),
         P("tidemark.airflow.snapshot.schedule", "str"),

@@ -366,6 +366,15 @@ _SERVER: dict[str, str] = {
         "Incremental snapshots: no new chunk window opens while the stream is more than this many ms behind the "
         "source (for at most 5 s a chunk); 0: no hold."
     ),
+    "tidemark.incremental.snapshot.reader": (
+        "Incremental snapshots: who reads the chunks: thread (a thread of the connector, one chunk at a time, as "
+        "Debezium) or spark (the chunk job, spark_jobs/incremental_chunks.py, several chunks at once, each in its "
+        "own watermark window; the connector starts it)."
+    ),
+    "tidemark.incremental.snapshot.parallelism": (
+        "Incremental snapshots with reader=spark: chunks read at once by the Spark job; at most twice this many "
+        "chunks are planned ahead of the last one the stream emitted (how far the snapshot may run ahead)."
+    ),
     "tidemark.snapshot.mysql.method": (
         "MySQL/MariaDB snapshot consistency: locking (Debezium's consistent view) or watermarks (lock-free, per chunk)."
     ),

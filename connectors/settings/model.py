@@ -28,6 +28,7 @@ from connectors.settings.modes import (
     DecimalMode,
     FailureMode,
     HstoreMode,
+    IncrementalReader,
     IntervalMode,
     KafkaClient,
     MariaDbSnapshotLocking,
@@ -250,6 +251,8 @@ class RuntimeSettings(_Frozen):
     snapshot_chunk_rows: int
     snapshot_mysql_method: MySqlSnapshotMethod
     incremental_snapshot_max_stream_lag_ms: int
+    incremental_snapshot_reader: IncrementalReader
+    incremental_snapshot_parallelism: int
     airflow_connection_id: str | None
     airflow_snapshot_schedule: str | None
     airflow_snapshot_tables: tuple[str, ...] | None

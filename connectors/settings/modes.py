@@ -39,6 +39,7 @@ MySqlSnapshotLocking = Literal[
 ]  # fmt: skip
 MariaDbSnapshotLocking = Literal["custom", "extended", "minimal", "none"]
 MySqlSnapshotMethod = Literal["locking", "watermarks"]  # tidemark.snapshot.mysql.method
+IncrementalReader = Literal["thread", "spark"]  # tidemark.incremental.snapshot.reader
 MySqlSnapshotMode = Literal[
     "always", "configuration_based", "custom", "initial", "initial_only", "never", "no_data", "recovery",
     "when_needed",

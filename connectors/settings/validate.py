@@ -400,6 +400,14 @@ def validate(raw: dict[str, str], server_shape: bool, path: Path | None) -> Vali
         problems.append(
             f"{full('snapshot.locking.mode')}={locking} is not supported: it needs {what}; use {usable}"
         )
+    if server.get("tidemark.incremental.snapshot.reader") == "spark" and source.get("read.only"):
+        problems.append(
+            f"tidemark.incremental.snapshot.reader=spark cannot be used with {full('read.only')}=true: read-only "
+            "snapshots find each chunk's window by GTIDs, one chunk at a time; use reader=thread"
+        )
+    par = server.get("tidemark.incremental.snapshot.parallelism")
+    if isinstance(par, int) and par < 1:
+        problems.append(f"tidemark.incremental.snapshot.parallelism={par} must be at least 1")
     if connector == "postgres" and server.get("tidemark.snapshot.mysql.method") == "watermarks":
         problems.append(
             "tidemark.snapshot.mysql.method=watermarks applies to MySQL/MariaDB only: a PostgreSQL snapshot reads "

@@ -20,14 +20,9 @@ already in the Delta change log are not written again (their app transactions).
 from __future__ import annotations
 
 import logging
-import os
-import subprocess
-import sys
-import tempfile
 import threading
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -37,6 +32,7 @@ from connectors.settings.config import ConnectorConfig
 from connectors.signals.model import ExecuteSnapshot, Request, SignalError, SignalRecord, _plain
 from connectors.signals.notify import Notifier
 from connectors.signals.tables import StateTable, now
+from connectors.snapshot.jobs import ChildJob
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +77,7 @@ class BlockingSnapshots:
         self.table = StateTable(cfg.warehouse, "blocking_snapshots", SCHEMA)
         self._lock = threading.RLock()  # the signal thread and the engine share the table
         self.pause_stream: Callable[[], None] = lambda: None  # set by the engine
-        self._job: subprocess.Popen[bytes] | None = None
+        self._job = ChildJob()
         self._stopping = False
         self.log_level = logging.getLevelName(logging.getLogger().getEffectiveLevel())
 
@@ -139,9 +135,7 @@ class BlockingSnapshots:
     def stop(self) -> None:
         """Stop a running snapshot job (the next start resumes it)."""
         self._stopping = True
-        job = self._job
-        if job is not None and job.poll() is None:
-            job.terminate()
+        self._job.stop()
 
     def run_pending(self, next_seq: Callable[[], int]) -> None:
         """Run every pending blocking snapshot to its end (the stream is paused: its source is
@@ -170,37 +164,8 @@ class BlockingSnapshots:
                 )
 
     def _run_job(self, sid: str, body: dict[str, Any], seq: int) -> tuple[int, str | None]:
-        with tempfile.TemporaryDirectory(prefix="tidemark-blocking-") as tmp:
-            spec = Path(tmp) / "request.json"
-            # The raw configuration holds secrets: a file only this user reads, removed after.
-            fd = os.open(spec, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as f:
-                f.write(
-                    orjson.dumps(
-                        {"raw": dict(self.cfg.origin.raw), "snapshot_id": sid, "batch_seq": seq, **body}
-                    )
-                )
-            errors = Path(tmp) / "error.txt"
-            cmd = [
-                sys.executable,
-                "-m",
-                "spark_jobs.snapshot",
-                "--blocking",
-                str(spec),
-                "--error-file",
-                str(errors),
-                "--parent",
-                str(os.getpid()),
-                "--log-level",
-                self.log_level if self.log_level in ("DEBUG", "INFO", "WARNING", "ERROR") else "INFO",
-            ]
-            self._job = subprocess.Popen(cmd)
-            try:
-                code = self._job.wait()
-            finally:
-                self._job = None
-            err = errors.read_text().strip() if errors.exists() else None
-            return code, err or None
+        request = {"raw": dict(self.cfg.origin.raw), "snapshot_id": sid, "batch_seq": seq, **body}
+        return self._job.run("spark_jobs.snapshot", "--blocking", request, self.log_level)
 
 
 def build(cfg: ConnectorConfig, notifier: Notifier) -> BlockingSnapshots:

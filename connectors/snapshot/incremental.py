@@ -30,12 +30,14 @@ staged before a crash is read again.
 from __future__ import annotations
 
 import logging
+import queue
 import re
 import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import orjson
@@ -86,6 +88,10 @@ class Progress:
     window_open: bool = False
     window_keys: list[list[str]] = field(default_factory=list)  # [table, dedup] seen in the window
     paused: bool = False
+    # Windows of later chunks, open while this one is (reader=spark reads chunks at once): chunk
+    # number → {"keys": [[table, dedup], ...] seen since its open, "closed": its close was seen}.
+    # A chunk goes out only after the ones before it, so its window stays open until then.
+    ahead: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def chunk_id(self) -> str:
@@ -99,7 +105,17 @@ class Progress:
         """The progress once chunk `chunk_seq` (`meta`: what reading it found) is emitted."""
         if meta.completed:
             self.collections = [c for c in self.collections if c["id"] not in meta.completed]
-        if meta.table is not None and self.collections and self.collections[0]["id"] == meta.table:
+        current = meta.table is not None and self.collections and self.collections[0]["id"] == meta.table
+        if current and meta.rows is not None:  # planned: chunks counted here, in order
+            self.max_key, self.last_key, self.table_rows = (
+                meta.max_key,
+                meta.last_key,
+                self.table_rows + meta.rows,
+            )
+            if meta.ends:
+                self.collections.pop(0)
+                self.max_key, self.last_key, self.table_rows = None, None, 0
+        elif current:
             self.max_key, self.last_key, self.table_rows = meta.max_key, meta.last_key, meta.table_rows
         else:  # (its table was stopped meanwhile)
             self.max_key, self.last_key, self.table_rows = None, None, 0
@@ -111,6 +127,7 @@ class Progress:
             self,
             collections=[dict(c) for c in self.collections],
             window_keys=list(self.window_keys),
+            ahead={k: {"keys": list(v["keys"]), "closed": v["closed"]} for k, v in self.ahead.items()},
         )
 
     def to_offset(self) -> dict[str, Any]:
@@ -133,6 +150,8 @@ class Progress:
             "window_keys": self.window_keys,
             "paused": self.paused,
         }
+        if self.ahead:
+            own["ahead"] = self.ahead
         return {
             f"{PREFIX}collections": dumps(collections),
             f"{PREFIX}primary_key": dumps(self.last_key),
@@ -165,6 +184,10 @@ class Progress:
             bool(own.get("window_open")),
             [list(k) for k in own.get("window_keys", [])],
             bool(own.get("paused")),
+            {
+                str(k): {"keys": [list(x) for x in v["keys"]], "closed": bool(v["closed"])}
+                for k, v in own.get("ahead", {}).items()
+            },
         )
 
 
@@ -238,6 +261,11 @@ class IncrementalSnapshots:
         # holds a batch after its end (no restart can replay a close watermark of it any more)
         self._ended: tuple[str, int] | None = None
         self.emitted = 0  # snapshot records emitted by this process
+        self._notices: queue.SimpleQueue[Callable[[], Any] | None] = queue.SimpleQueue()
+        self._notice_thread: threading.Thread | None = None
+        # tidemark.incremental.snapshot.reader=spark: the chunk job reads, started by `launcher`
+        self.spark = cfg.runtime.incremental_snapshot_reader == "spark"
+        self.launcher: Any = None
         # The stream goes first: a chunk's rows share the engine and the sinks with it, so no new
         # chunk window opens while the stream lags more than this (for at most HOLD_MAX_S a chunk).
         self.max_lag_ms = cfg.runtime.incremental_snapshot_max_stream_lag_ms
@@ -251,13 +279,27 @@ class IncrementalSnapshots:
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
         self._closed = False
-        self.reader.start()
+        if not self.spark:
+            self.reader.start()
+        elif self.launcher is None:
+            from connectors.snapshot.incremental_launch import JobLauncher
+
+            self.launcher = JobLauncher(self)
+            self.launcher.start()
 
     def close(self) -> None:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
-        self.reader.join(30.0)
+        if self.launcher is not None:
+            self.launcher.stop(30.0)
+            self.launcher = None
+        else:
+            self.reader.join(30.0)
+        if self._notice_thread is not None:
+            self._notices.put(None)
+            self._notice_thread.join(10.0)
+            self._notice_thread = None
 
     def register(self, handlers: Handlers) -> None:
         handlers.register(EXECUTE_SNAPSHOT, _Handler(self.execute))
@@ -395,9 +437,20 @@ class IncrementalSnapshots:
             log.warning("incremental snapshot %s: deleting its staged chunks: %s", snapshot_id, e)
 
     def _scan(self, records: list[Record], p: Progress) -> list[Record] | None:
-        """The batch's records with the chunks released in it (None: unchanged)."""
+        """The batch's records with the chunks released in it (None: unchanged).
+
+        Windows are kept per chunk number (`windows`: keys seen since its open). The thread
+        reader opens a chunk's window only after the previous one closed; the Spark job reads
+        chunks at once, so windows overlap: a close of a later chunk is noted and the chunk goes
+        out once the ones before it did, with the keys seen up to then dropped (its window is
+        extended to where it goes out)."""
         sig = self.signal_table
-        seen = {(t, k) for t, k in p.window_keys} if p.window_open else set()
+        windows: dict[int, set[tuple[str, str]]] = {
+            int(n): {(t, k) for t, k in w["keys"]} for n, w in p.ahead.items()
+        }
+        closed = {int(n) for n, w in p.ahead.items() if w["closed"]}
+        if p.window_open:
+            windows[p.chunk_seq] = {(t, k) for t, k in p.window_keys}
         watched, surrogates = self._watched(p)
         out: list[Record] | None = None
         for i, r in enumerate(records):
@@ -407,36 +460,77 @@ class IncrementalSnapshots:
                 pass
             elif c == sig:
                 mark = self._watermark(r)
-                if mark is not None and p.window_open is False and mark == ("open", f"{p.chunk_id}-open"):
-                    p.window_open, seen = True, set()
-                elif mark is not None and mark == ("close", p.chunk_id):
-                    p.window_keys = [list(k) for k in seen]
-                    released = self._close(r, p)
+                n = self._chunk_number(p, mark)
+                if n is None or n < p.chunk_seq:
+                    pass
+                elif mark is not None and mark[0] == "open":
+                    windows.setdefault(n, set())
+                elif n > p.chunk_seq:  # a later chunk closed: it goes out after this one
+                    windows.setdefault(n, set())
+                    closed.add(n)
+                else:
+                    released = self._release(r, p, windows, closed)
                     if self.progress is None:
                         out = out if out is not None else records[:i]
                         out.append(r)
                         out.extend(released)
                         out.extend(records[i + 1 :])
                         return out
-                    seen = set()
                     watched, surrogates = self._watched(p)
-            elif p.window_open and c in watched:
+            elif windows and c in watched:
                 if r.key is not None:
-                    seen.add((c, orjson.dumps(r.key).decode()))
+                    seen = (c, orjson.dumps(r.key).decode())
+                    for w in windows.values():
+                        w.add(seen)
                 elif surrogates.get(c):
                     col = surrogates[c]
                     for img in (r.value or {}).get("before"), (r.value or {}).get("after"):
                         if isinstance(img, dict):
-                            seen.add((c, orjson.dumps(img.get(col)).decode()))
+                            seen = (c, orjson.dumps(img.get(col)).decode())
+                            for w in windows.values():
+                                w.add(seen)
             if released:
                 out = out if out is not None else records[:i]
                 out.append(r)
                 out.extend(released)
             elif out is not None:
                 out.append(r)
-        if p.window_open:
-            p.window_keys = [list(k) for k in seen]
+        p.window_open = p.chunk_seq in windows
+        p.window_keys = [list(k) for k in windows.get(p.chunk_seq, ())]
+        p.ahead = {
+            str(n): {"keys": [list(k) for k in w], "closed": n in closed}
+            for n, w in windows.items()
+            if n > p.chunk_seq
+        }
         return out
+
+    @staticmethod
+    def _chunk_number(p: Progress, mark: tuple[str, str] | None) -> int | None:
+        """The chunk number a watermark of `p`'s snapshot names (None: not one of its chunks)."""
+        if mark is None:
+            return None
+        cid = mark[1][: -len("-open")] if mark[0] == "open" and mark[1].endswith("-open") else mark[1]
+        snapshot, _, n = cid.rpartition("-")
+        return int(n) if snapshot == p.snapshot_id and n.isdigit() else None
+
+    def _release(
+        self, watermark: Record, p: Progress, windows: dict[int, set[tuple[str, str]]], closed: set[int]
+    ) -> list[Record]:
+        """At the close of chunk `p.chunk_seq`: it goes out, and so do the chunks after it whose
+        close was seen before (in chunk order)."""
+        out: list[Record] = []
+        while True:
+            n = p.chunk_seq
+            p.window_keys = [list(k) for k in windows.pop(n, ())]
+            closed.discard(n)
+            out.extend(self._close(watermark, p))
+            if self.progress is None:
+                return out
+            for gone in [m for m in windows if m < p.chunk_seq]:  # (skipped by a re-read)
+                windows.pop(gone)
+                closed.discard(gone)
+            if p.chunk_seq not in closed:
+                return out
 
     @staticmethod
     def _watched(p: Progress) -> tuple[set[str], dict[str, str | None]]:
@@ -493,7 +587,10 @@ class IncrementalSnapshots:
         dropped = {k for t, k in p.window_keys if t == meta.table}
         schema = self._chunk_schemas.pop(p.chunk_id, None)
         records = self._records(watermark, staged, dropped, schema) if meta.table in p.tables else []
+        before = (p.correlation_id, p.tables, p.table_rows)
         p.advance(meta)
+        if meta.rows is not None:
+            self._planned_notices(before, meta, done=not p.collections)
         if not p.collections:
             log.info("incremental snapshot %s completed", p.snapshot_id)
             self.progress = None
@@ -507,6 +604,42 @@ class IncrementalSnapshots:
         self.emitted += len(records)
         self._cond.notify_all()
         return records
+
+    def _planned_notices(
+        self, before: tuple[str | None, list[str], int], meta: ChunkMeta, done: bool
+    ) -> None:
+        """The notifications of a chunk the Spark job read (the thread reader sends its own): sent
+        as it goes out, in chunk order, by a thread of their own (a channel may write a table)."""
+        correlation, tables, rows = before
+        n = self.notifier.incremental_snapshot
+        sends: list[Callable[[], Any]] = []
+        for t in meta.completed:
+            status = (meta.statuses or {}).get(t, "SUCCEEDED")
+            sends.append(partial(n.table_scan_completed, correlation, tables, t, 0, status))
+        table = meta.table
+        if table is not None and table in tables:
+            last = meta.last_key or []
+            sends.append(partial(n.in_progress, correlation, tables, table, meta.max_key, last))
+            if meta.ends:
+                total = rows + (meta.rows or 0)
+                log.info("incremental snapshot: table %s done (SUCCEEDED, %d rows)", table, total)
+                sends.append(partial(n.table_scan_completed, correlation, tables, table, total, "SUCCEEDED"))
+        if done:
+            sends.append(partial(n.completed, correlation))
+        for send in sends:
+            self._notices.put(send)
+        if self._notice_thread is None or not self._notice_thread.is_alive():
+            self._notice_thread = threading.Thread(
+                target=self._send_notices, name="tidemark-notices", daemon=True
+            )
+            self._notice_thread.start()
+
+    def _send_notices(self) -> None:
+        while True:
+            send = self._notices.get()
+            if send is None:
+                return
+            send()  # (a channel that fails logs it: notify never raises)
 
     def _ddl_before(self, table: str | None, pos: Any) -> bool:
         """Whether the stream passed DDL of `table` (allow.schema.changes) since the previous chunk
@@ -642,6 +775,15 @@ class IncrementalSnapshots:
                     if token != self._attempted:
                         return p.copy(), token
                 self._cond.wait(1.0)
+
+    def wait_for_job(self) -> bool:
+        """Until a snapshot runs and is not paused (reader=spark: the chunk job is wanted);
+        False once closed."""
+        with self._cond:
+            self._cond.wait_for(
+                lambda: self._closed or (self.progress is not None and not self.progress.paused)
+            )
+            return not self._closed
 
     def running(self, snapshot_id: str, table: str) -> bool:
         """Whether snapshot `snapshot_id`, and `table` in it, still runs (not stopped meanwhile)."""

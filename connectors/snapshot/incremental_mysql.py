@@ -17,7 +17,14 @@ from connectors.format.tableschema import TableSchema
 from connectors.settings.config import ConnectorConfig
 from connectors.settings.model import MySqlSettings
 from connectors.snapshot.chunks import Chunk
-from connectors.snapshot.incremental_read import ChunkQuery, ChunkRows, SignalRows, chunk_select, texts_of
+from connectors.snapshot.incremental_read import (
+    ChunkQuery,
+    ChunkRows,
+    SignalRows,
+    boundary_select,
+    chunk_select,
+    texts_of,
+)
 from connectors.snapshot.mysql import key_literal, key_text, select_pieces
 from connectors.sources.mysql import setup
 from connectors.sources.mysql.ddl import DdlParser
@@ -148,6 +155,19 @@ class MySqlChunkSource(SignalRows):
             row = cur.fetchone()
         return None if row is None else [_text(v) for v in row]
 
+    def boundaries(self, q: ChunkQuery, every: int) -> list[list[Any]]:
+        found = self._model(q.table)
+        assert found is not None
+        t = found[2]
+        literals = [key_literal(t, c, self.conn) for c in q.key]
+        texts = ", ".join(f"{key_text(t, c)} AS _k{i}" for i, c in enumerate(q.key))
+        cols = [quote_ident(c) for c in q.key]
+        query = boundary_select(q, texts, _name(q.table), cols, lambda i, v: str(literals[i](v)), every)
+        with self.conn.cursor() as cur:
+            cur.execute(query)
+            rows = cur.fetchall()
+        return [[_text(v) for v in r] for r in rows]
+
     def read(self, q: ChunkQuery) -> ChunkRows:
         found = self._model(q.table)
         assert found is not None
@@ -161,7 +181,7 @@ class MySqlChunkSource(SignalRows):
         afters: list[str] = []
         last: list[Any] | None = None
         for pieces, encode in select_pieces(
-            self.conn, query, Chunk(q.table, 0, None, None), enc, max(q.limit, 1)
+            self.conn, query, Chunk(q.table, 0, None, None), enc, max(q.fetch or q.limit, 1)
         ):
             for piece in pieces:
                 if isinstance(piece, TextBatch):

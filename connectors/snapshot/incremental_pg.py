@@ -20,7 +20,14 @@ from connectors.format.topics import TopicNamer
 from connectors.settings.config import ConnectorConfig
 from connectors.settings.filters import ColumnRules, TableFilters
 from connectors.settings.model import PostgresSettings
-from connectors.snapshot.incremental_read import ChunkQuery, ChunkRows, SignalRows, chunk_select, texts_of
+from connectors.snapshot.incremental_read import (
+    ChunkQuery,
+    ChunkRows,
+    SignalRows,
+    boundary_select,
+    chunk_select,
+    texts_of,
+)
 from connectors.sources.postgres.connection import PgConnParams, connect
 from connectors.sources.postgres.snapshot_read import (
     SnapshotColumns,
@@ -103,6 +110,15 @@ class PgChunkSource(SignalRows):
             row = cur.fetchone()
         return None if row is None else list(row)
 
+    def boundaries(self, q: ChunkQuery, every: int) -> list[list[Any]]:
+        cols = [self._q(c) for c in q.key]
+        texts = ", ".join(f"{c}::text AS {self._q(f'_k{i}')}" for i, c in enumerate(cols))
+        query = boundary_select(q, texts, self._name(q.table), cols, lambda _i, v: self._lit(v), every)
+        with self.conn.cursor() as cur:
+            cur.execute(query)
+            rows = cur.fetchall()
+        return [list(r) for r in rows]
+
     def read(self, q: ChunkQuery) -> ChunkRows:
         found = self.table(q.table)
         assert found is not None
@@ -122,7 +138,7 @@ class PgChunkSource(SignalRows):
             conninfo(self.src),
             query,
             snapshot=None,
-            fetch_rows=max(q.limit, 1),
+            fetch_rows=max(q.fetch or q.limit, 1),
             connection=self._reader,
         ):
             if batch.num_rows == 0:

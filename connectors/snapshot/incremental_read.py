@@ -65,6 +65,7 @@ class ChunkQuery:
     upto: Sequence[Any]  # the table's maximum key
     condition: str | None  # additional-conditions, as sqlglot rendered it
     limit: int
+    fetch: int | None = None  # rows per fetch (default: limit); a planned chunk has no real limit
 
 
 class SignalRows:
@@ -112,6 +113,8 @@ class ChunkSource(Protocol):
 
     def read(self, q: ChunkQuery) -> ChunkRows: ...
 
+    def boundaries(self, q: ChunkQuery, every: int) -> list[list[Any]]: ...
+
     def insert_signal(self, sid: str, kind: str, data: str) -> None: ...
 
     def delete_signal(self, sid: str) -> int: ...
@@ -135,6 +138,28 @@ def _after(cols: Sequence[str], lits: Sequence[str]) -> str:
     return "(" + " OR ".join(parts) + ")"
 
 
+def table_start(
+    src: ChunkSource, collection: dict[str, Any], max_key: list[Any] | None
+) -> tuple[TableSchema | None, list[str], list[Any] | None, str | None]:
+    """A table's chunk key and maximum key (read now when `max_key` is None: its first chunk):
+    (schema, key, maximum key, None), or with the TABLE_SCAN_COMPLETED status of a table there is
+    nothing to read of (UNKNOWN_SCHEMA, NO_PRIMARY_KEY, EMPTY)."""
+    table, surrogate = collection["id"], collection.get("surrogate_key")
+    found = src.table(table)
+    if found is None:
+        log.warning("incremental snapshot: table %s does not exist (or is not captured); skipped", table)
+        return None, [], None, "UNKNOWN_SCHEMA"
+    key = [surrogate] if surrogate else list(found[0].key_names)
+    if not key:
+        return found[0], key, None, "NO_PRIMARY_KEY"
+    if max_key is None:
+        max_key = src.max_key(table, key, collection.get("condition"))
+        if max_key is None:
+            return found[0], key, None, "EMPTY"
+        log.info("incremental snapshot of %s will end at key %s", table, max_key)
+    return found[0], key, max_key, None
+
+
 def chunk_select(
     q: ChunkQuery, select_list: str, table: str, cols: Sequence[str], literal: Callable[[int, Any], str]
 ) -> str:
@@ -156,7 +181,27 @@ def chunk_select(
     )
 
 
-def _instant() -> str:
+def boundary_select(
+    q: ChunkQuery,
+    key_texts: str,
+    table: str,
+    cols: Sequence[str],
+    literal: Callable[[int, Any], str],
+    every: int,
+) -> str:
+    """The keys that end the next chunks of `every` rows (the every-th, 2·every-th, ... key of
+    `q`'s rows, at most `q.limit` rows looked at): chunk bounds planned ahead, so chunks can be
+    read at once. Only key columns are read (the key index serves it); `key_texts` selects them
+    as text, aliased `_k0`, `_k1`, ...; the rows are limited before they are numbered (MariaDB
+    numbers every row a window function sees)."""
+    order = ", ".join(cols)
+    inner = chunk_select(q, f"{order}, {key_texts}", table, cols, literal)
+    names = ", ".join(f"_k{i}" for i in range(len(cols)))
+    numbered = f"SELECT {names}, row_number() OVER (ORDER BY {order}) AS _rn FROM ({inner}) AS _a"
+    return f"SELECT {names} FROM ({numbered}) AS _b WHERE MOD(_rn, {int(every)}) = 0 ORDER BY _rn"
+
+
+def instant() -> str:
     # java.time.Instant's text, as Debezium's SignalMetadata writes it
     return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
@@ -275,7 +320,7 @@ class ChunkReader:
             return staged.meta
         notify = self.controller.notifier.incremental_snapshot
         self.controller.stream_first()  # (a window held open meanwhile would only grow)
-        opened = _instant()
+        opened = instant()
         gtid = self.controller.gtid
         low: str | None = None
         if gtid is not None:  # read.only: the executed GTID set is the open watermark
@@ -292,32 +337,18 @@ class ChunkReader:
         while collections:
             cur = collections[0]
             table, condition, surrogate = cur["id"], cur.get("condition"), cur.get("surrogate_key")
-            found = src.table(table)
-            status = None
+            ts, key, max_key, found = table_start(src, cur, max_key)
+            if ts is not None:
+                self.controller.publish(table, ts, cid)
+            status = found or "SUCCEEDED"
             if found is None:
-                log.warning(
-                    "incremental snapshot: table %s does not exist (or is not captured); skipped", table
-                )
-                status = "UNKNOWN_SCHEMA"
-            else:
-                self.controller.publish(table, found[0], cid)
-                key = [surrogate] if surrogate else list(found[0].key_names)
-                if not key:
-                    status = "NO_PRIMARY_KEY"
-                elif max_key is None:
-                    max_key = src.max_key(table, key, condition)
-                    if max_key is None:
-                        status = "EMPTY"
-                    else:
-                        log.info("incremental snapshot of %s will end at key %s", table, max_key)
-                if status is None:
-                    q = ChunkQuery(table, key, last_key, max_key or [], condition, self.chunk_size)
-                    rows = src.read(q)
-                    if rows.afters:
-                        last_key = rows.last_key
-                        table_rows += len(rows.afters)
-                        break
-                    rows, status = None, "SUCCEEDED"
+                q = ChunkQuery(table, key, last_key, max_key or [], condition, self.chunk_size)
+                rows = src.read(q)
+                if rows.afters:
+                    last_key = rows.last_key
+                    table_rows += len(rows.afters)
+                    break
+                rows = None
             log.info("incremental snapshot: table %s done (%s, %d rows)", table, status, table_rows)
             if self.controller.running(p.snapshot_id, table):  # (not stopped meanwhile)
                 notify.table_scan_completed(
@@ -392,10 +423,15 @@ class ChunkReader:
             else:
                 gtid.staged(cid)
             return
-        if self.strategy == "insert_delete":
-            src.delete_signal(f"{cid}-open")  # 0 rows: deleted before, the delete is in the log
-            return
-        if opened is None and src.signal_exists(f"{cid}-close"):
-            return
-        data = {"openWindowTimestamp": opened or _instant(), "closeWindowTimestamp": _instant()}
-        src.insert_signal(f"{cid}-close", WINDOW_CLOSE, orjson.dumps(data).decode())
+        close_window(src, cid, self.strategy, opened)
+
+
+def close_window(src: ChunkSource, chunk_id: str, strategy: str, opened: str | None) -> None:
+    """Close the chunk's window (again, after a restart: only when it is not closed yet)."""
+    if strategy == "insert_delete":
+        src.delete_signal(f"{chunk_id}-open")  # 0 rows: deleted before, the delete is in the log
+        return
+    if opened is None and src.signal_exists(f"{chunk_id}-close"):
+        return
+    data = {"openWindowTimestamp": opened or instant(), "closeWindowTimestamp": instant()}
+    src.insert_signal(f"{chunk_id}-close", WINDOW_CLOSE, orjson.dumps(data).decode())

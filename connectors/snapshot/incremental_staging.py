@@ -59,6 +59,12 @@ class ChunkMeta:
     # read.only=true: the executed GTID sets before and after the read (incremental_gtid.py)
     low: str | None = None
     high: str | None = None
+    # A chunk planned ahead (tidemark.incremental.snapshot.reader=spark, `incremental_plan.py`):
+    # `rows` is its own row count (the engine adds it up: chunks are read in parallel), `ends`
+    # says it is its table's last chunk, `statuses` how the tables in `completed` ended.
+    rows: int | None = None
+    ends: bool = False
+    statuses: dict[str, str] | None = None
 
     def to_json(self) -> str:
         return orjson.dumps(self.__dict__).decode()
@@ -81,7 +87,7 @@ class Staging:
         self.uri = state_uri(warehouse, "incremental_staging")
         self.connector = connector
         self._dt: Any = None
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._recent: OrderedDict[str, StagedChunk] = OrderedDict()
 
     def _table(self) -> Any:
@@ -103,8 +109,6 @@ class Staging:
         afters: Sequence[str],
         dedup: Sequence[str],
     ) -> None:
-        from deltalake import write_deltalake
-        from deltalake.exceptions import DeltaError
 
         n = len(afters)
         data = pa.table(
@@ -121,24 +125,7 @@ class Staging:
             schema=SCHEMA,
         )
         with self._lock:
-            try:
-                dt = self._table()
-                if dt is None:
-                    write_deltalake(
-                        self.uri,
-                        data,
-                        mode="append",
-                        partition_by=["connector", "chunk"],
-                        name="tidemark incremental_staging",
-                        configuration=TABLE_CONFIGURATION,
-                    )
-                else:
-                    write_deltalake(dt, data, mode="append", partition_by=["connector", "chunk"])
-                    if dt.version() % CHECKPOINT_EVERY == 0:
-                        # a commit a chunk: without checkpoints each commit replays a longer log
-                        dt.create_checkpoint()
-            except (DeltaError, OSError) as e:
-                raise storage_error(e, self.uri, "the incremental snapshot staging table") from None
+            self._append(data)
             # committed: from now on the chunk may be read, from memory while it is recent
             self._recent[chunk] = StagedChunk(meta, list(keys), list(afters), list(dedup))
             self._recent[chunk].meta = ChunkMeta.from_json(meta.to_json())  # not the caller's
@@ -179,6 +166,78 @@ class Staging:
             [r["after"] for r in data],
             [r["dedup"] for r in data],
         )
+
+    # ------------------------------------------------------------------ plans (reader=spark)
+    def plans(self, snapshot_id: str) -> dict[int, dict[str, Any]]:
+        """The chunk plans of `snapshot_id` (chunk number → plan), as `write_plans` stored them."""
+        with self._lock:
+            try:
+                dt = self._table()
+                if dt is None:
+                    return {}
+                where = [("connector", "=", self.connector), ("chunk", "=", f"{snapshot_id}-plan")]
+                t = dt.to_pyarrow_dataset(file_pruning_predicate=where).to_table(columns=["ord", "meta"])
+            except OSError as e:
+                raise storage_error(e, self.uri, "the incremental snapshot staging table") from None
+        return {
+            int(o): orjson.loads(m) for o, m in zip(t["ord"].to_pylist(), t["meta"].to_pylist(), strict=True)
+        }
+
+    def write_plans(self, snapshot_id: str, plans: Sequence[tuple[int, dict[str, Any]]]) -> None:
+        """Store chunk plans (chunk number, plan) in one commit, before any of them is read: a
+        restarted job reads the same key ranges, so no row falls between two plans."""
+
+        n = len(plans)
+        data = pa.table(
+            {
+                "connector": pa.array([self.connector] * n, pa.string()),
+                "chunk": pa.array([f"{snapshot_id}-plan"] * n, pa.string()),
+                "kind": pa.array(["plan"] * n, pa.string()),
+                "ord": pa.array([s for s, _ in plans], pa.int32()),
+                "key": pa.nulls(n, pa.string()),
+                "after": pa.nulls(n, pa.string()),
+                "dedup": pa.nulls(n, pa.string()),
+                "meta": pa.array([orjson.dumps(p).decode() for _, p in plans], pa.string()),
+            },
+            schema=SCHEMA,
+        )
+        self._append(data)
+
+    def _append(self, data: pa.Table) -> None:
+        from deltalake.exceptions import DeltaError
+
+        with self._lock:
+            try:
+                self._commit(data)
+            except (DeltaError, OSError) as e:
+                raise storage_error(e, self.uri, "the incremental snapshot staging table") from None
+
+    def _commit(self, data: pa.Table) -> None:
+        from deltalake import CommitProperties, write_deltalake
+
+        dt = self._table()
+        if dt is None:
+            write_deltalake(
+                self.uri,
+                data,
+                mode="append",
+                partition_by=["connector", "chunk"],
+                name="tidemark incremental_staging",
+                configuration=TABLE_CONFIGURATION,
+            )
+            return
+        # Spark tasks of the chunk job append at once: appends never conflict, a lost race is
+        # committed again on the newer version.
+        write_deltalake(
+            dt,
+            data,
+            mode="append",
+            partition_by=["connector", "chunk"],
+            commit_properties=CommitProperties(max_commit_retries=100),
+        )
+        if dt.version() % CHECKPOINT_EVERY == 0:
+            # a commit a chunk: without checkpoints each commit replays a longer log
+            dt.create_checkpoint()
 
     def drop_other_snapshots(self, keep: str) -> None:
         """Delete the connector's staged chunks of snapshots other than `keep` (a snapshot id)."""

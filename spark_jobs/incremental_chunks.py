@@ -1,0 +1,143 @@
+"""The incremental snapshot's chunk job: `spark-submit spark_jobs/incremental_chunks.py --config
+FILE` (or `python -m spark_jobs.incremental_chunks --config FILE`). With
+`tidemark.incremental.snapshot.reader=spark` the connector starts it while a snapshot runs
+(`connectors/snapshot/incremental_launch.py`); under Airflow the snapshot DAG may run it too.
+
+Driver loop: read the snapshot state the stream stored last (the chunks it emitted), plan the
+chunks after it up to 2 × `tidemark.incremental.snapshot.parallelism` ahead
+(`incremental_plan.plan_ahead`: how far the snapshot may run ahead of the stream), and keep up
+to `parallelism` chunks being read at once, one Spark task each (`incremental_plan.run_planned`:
+open watermark, SELECT of the key range, staged rows, close watermark). The stream emits the
+chunks in order at their close watermarks. A paused snapshot reads nothing new; the job ends
+once the stored state says no snapshot runs (or none appeared within `--wait` seconds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from connectors.api import TidemarkError
+from connectors.settings.config import ConnectorConfig, from_mapping, load
+
+log = logging.getLogger("tidemark.incremental")
+
+
+def run(cfg: ConnectorConfig, *, spark: Any = None, wait_s: float = 60.0, poll_s: float = 0.5) -> int:
+    """Read the running incremental snapshot's chunks until it ends; the chunks read."""
+    from connectors.engine.wiring import StoredOffsets
+    from connectors.snapshot.incremental import Progress
+    from connectors.snapshot.incremental_plan import Plan, chunk_source, plan_ahead, run_planned
+    from connectors.snapshot.incremental_staging import Staging
+    from spark_jobs.snapshot import spark_session
+
+    props = cfg.origin.properties
+    chunk_size = int(props.get("incremental.snapshot.chunk.size") or 1024)
+    strategy = str(props.get("incremental.snapshot.watermarking.strategy") or "insert_insert").lower()
+    width = max(1, cfg.runtime.incremental_snapshot_parallelism)
+    raw = dict(cfg.origin.raw)
+    stored = StoredOffsets(cfg)
+    staging = Staging(cfg.warehouse, cfg.name)
+    src = chunk_source(cfg)
+    own = spark is None
+    if own:
+        spark = spark_session(cfg)
+    sc = spark.sparkContext
+
+    def one(spec: tuple[dict[str, str], str, Plan, str, bool]) -> int:
+        sc.setJobGroup(f"tidemark-incremental-{spec[1]}", f"chunk {spec[1]} of {spec[2]['table']}")
+        (rows,) = sc.parallelize([spec], 1).map(run_planned).collect()
+        return int(rows)
+
+    plans: dict[str, dict[int, Plan]] = {}
+    done: set[tuple[str, int]] = set()
+    running: dict[Future[int], tuple[str, int]] = {}
+    seen, began, chunks, rows = False, time.monotonic(), 0, 0
+    try:
+        with ThreadPoolExecutor(max_workers=width, thread_name_prefix="incremental-chunk") as pool:
+            while True:
+                p = Progress.from_offset(stored.newest())
+                if p is None:
+                    if not running and (seen or time.monotonic() - began > wait_s):
+                        break
+                elif not p.paused:
+                    if not seen:
+                        log.info("incremental snapshot %s: reading %s", p.snapshot_id, ", ".join(p.tables))
+                    seen = True
+                    mine = plans.get(p.snapshot_id)
+                    if mine is None:
+                        mine = plans[p.snapshot_id] = staging.plans(p.snapshot_id)
+                    ahead, new = plan_ahead(p, mine, src, chunk_size, 2 * width)
+                    if new:
+                        staging.write_plans(p.snapshot_id, new)
+                        mine.update(new)
+                    busy = set(running.values())
+                    for n in sorted(ahead):
+                        if len(running) >= width:
+                            break
+                        key = (p.snapshot_id, n)
+                        if key in done or key in busy:
+                            continue
+                        plan = ahead[n]
+                        skip = plan["table"] is not None and plan["table"] not in p.tables
+                        spec = (raw, f"{p.snapshot_id}-{n}", plan, strategy, skip)
+                        running[pool.submit(one, spec)] = key
+                if running:
+                    finished, _ = wait(running, timeout=poll_s, return_when=FIRST_COMPLETED)
+                    for fut in finished:
+                        key = running.pop(fut)
+                        rows += fut.result()  # a failed chunk fails the job: it is started again
+                        done.add(key)
+                        chunks += 1
+                else:
+                    time.sleep(poll_s)  # (the stream stores its state about once a second)
+    finally:
+        src.close()
+        stored.close()
+        if own:
+            spark.stop()
+    log.info("incremental snapshot: %d chunks read (%d rows)", chunks, rows)
+    return chunks
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="spark_jobs.incremental_chunks", description=__doc__.splitlines()[0])
+    p.add_argument("--config", type=Path, help="connector configuration file")
+    p.add_argument("--wait", type=float, default=60.0, help="seconds to wait for a snapshot to start")
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    # Started by the connector: the configuration as JSON, the file its error goes to, its pid.
+    p.add_argument("--raw", type=Path, help=argparse.SUPPRESS)
+    p.add_argument("--error-file", type=Path, help=argparse.SUPPRESS)
+    p.add_argument("--parent", type=int, help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+    if a.config is None and a.raw is None:
+        p.error("--config is required")
+    logging.basicConfig(
+        level=a.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    from spark_jobs.snapshot import report, watch_parent
+
+    if a.parent:
+        watch_parent(a.parent)
+    try:
+        cfg = from_mapping(orjson.loads(a.raw.read_bytes())) if a.raw is not None else load(a.config)
+        run(cfg, wait_s=a.wait)
+    except TidemarkError as e:
+        return report(e, a.error_file)
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(code)
