@@ -31,8 +31,16 @@ from connectors.settings.config import ConnectorConfig, from_mapping, load
 log = logging.getLogger("tidemark.incremental")
 
 
-def run(cfg: ConnectorConfig, *, spark: Any = None, wait_s: float = 60.0, poll_s: float = 0.5) -> int:
-    """Read the running incremental snapshot's chunks until it ends; the chunks read."""
+def run(
+    cfg: ConnectorConfig,
+    *,
+    spark: Any = None,
+    wait_s: float = 60.0,
+    idle_exit_s: float = 0.0,
+    poll_s: float = 0.5,
+) -> int:
+    """Read the running incremental snapshot's chunks until it ends (or, with `idle_exit_s`,
+    until the stream has emitted none of them for that long: it does not run); the chunks read."""
     from connectors.engine.wiring import StoredOffsets
     from connectors.snapshot.incremental import Progress
     from connectors.snapshot.incremental_plan import Plan, chunk_source, plan_ahead, run_planned
@@ -47,12 +55,25 @@ def run(cfg: ConnectorConfig, *, spark: Any = None, wait_s: float = 60.0, poll_s
     stored = StoredOffsets(cfg)
     staging = Staging(cfg.warehouse, cfg.name)
     src = chunk_source(cfg)
+    began = time.monotonic()
+    # One job reads a connector's snapshots at a time (the connector's own, or one Airflow or a
+    # user started): a lock of the planner's session on the source database, released when the
+    # job ends or dies. A second job waits as a stand-in and takes over if the first one dies.
+    lock, waiting = f"tidemark-incremental-{cfg.name}", False
+    while not src.try_lock(lock):
+        if not waiting:
+            log.info("another chunk job reads connector %s's snapshots; waiting until it ends", cfg.name)
+            waiting = True
+        if Progress.from_offset(stored.newest()) is None and time.monotonic() - began > wait_s:
+            src.close()
+            stored.close()
+            return 0
+        time.sleep(2.0)
     own = spark is None
-    if own:
-        spark = spark_session(cfg)
-    sc = spark.sparkContext
+    session: list[Any] = [] if own else [spark]  # started with the first chunk to read
 
     def one(spec: tuple[dict[str, str], str, Plan, str, bool]) -> int:
+        sc = session[0].sparkContext
         sc.setJobGroup(f"tidemark-incremental-{spec[1]}", f"chunk {spec[1]} of {spec[2]['table']}")
         (rows,) = sc.parallelize([spec], 1).map(run_planned).collect()
         return int(rows)
@@ -60,7 +81,8 @@ def run(cfg: ConnectorConfig, *, spark: Any = None, wait_s: float = 60.0, poll_s
     plans: dict[str, dict[int, Plan]] = {}
     done: set[tuple[str, int]] = set()
     running: dict[Future[int], tuple[str, int]] = {}
-    seen, began, chunks, rows = False, time.monotonic(), 0, 0
+    seen, chunks, rows = False, 0, 0
+    emitted, moved = -1, time.monotonic()  # the stored chunk number, and when it last moved
     try:
         with ThreadPoolExecutor(max_workers=width, thread_name_prefix="incremental-chunk") as pool:
             while True:
@@ -68,7 +90,16 @@ def run(cfg: ConnectorConfig, *, spark: Any = None, wait_s: float = 60.0, poll_s
                 if p is None:
                     if not running and (seen or time.monotonic() - began > wait_s):
                         break
-                elif not p.paused:
+                elif p.paused or p.chunk_seq != emitted:
+                    emitted, moved = p.chunk_seq, time.monotonic()  # (a pause is no stall)
+                if p is not None and not p.paused:
+                    if idle_exit_s and not running and time.monotonic() - moved > idle_exit_s:
+                        log.warning(
+                            "incremental snapshot %s: the stream emitted no chunk for %.0fs; the job ends",
+                            p.snapshot_id,
+                            idle_exit_s,
+                        )
+                        break
                     if not seen:
                         log.info("incremental snapshot %s: reading %s", p.snapshot_id, ", ".join(p.tables))
                     seen = True
@@ -89,6 +120,8 @@ def run(cfg: ConnectorConfig, *, spark: Any = None, wait_s: float = 60.0, poll_s
                         plan = ahead[n]
                         skip = plan["table"] is not None and plan["table"] not in p.tables
                         spec = (raw, f"{p.snapshot_id}-{n}", plan, strategy, skip)
+                        if not session:
+                            session.append(spark_session(cfg))
                         running[pool.submit(one, spec)] = key
                 if running:
                     finished, _ = wait(running, timeout=poll_s, return_when=FIRST_COMPLETED)
@@ -102,8 +135,8 @@ def run(cfg: ConnectorConfig, *, spark: Any = None, wait_s: float = 60.0, poll_s
     finally:
         src.close()
         stored.close()
-        if own:
-            spark.stop()
+        if own and session:
+            session[0].stop()
     log.info("incremental snapshot: %d chunks read (%d rows)", chunks, rows)
     return chunks
 
@@ -112,6 +145,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="spark_jobs.incremental_chunks", description=__doc__.splitlines()[0])
     p.add_argument("--config", type=Path, help="connector configuration file")
     p.add_argument("--wait", type=float, default=60.0, help="seconds to wait for a snapshot to start")
+    p.add_argument(
+        "--idle-exit",
+        type=float,
+        default=0.0,
+        help="end when the stream emitted no chunk for this long (0: never)",
+    )
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     # Started by the connector: the configuration as JSON, the file its error goes to, its pid.
     p.add_argument("--raw", type=Path, help=argparse.SUPPRESS)
@@ -130,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         watch_parent(a.parent)
     try:
         cfg = from_mapping(orjson.loads(a.raw.read_bytes())) if a.raw is not None else load(a.config)
-        run(cfg, wait_s=a.wait)
+        run(cfg, wait_s=a.wait, idle_exit_s=a.idle_exit)
     except TidemarkError as e:
         return report(e, a.error_file)
     return 0

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import cdc
@@ -23,6 +25,8 @@ from incremental import (
     wait_replay_matches,
     writer,
 )
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # Each scenario's connector settings (beyond tests/incremental.py's config_extra).
 # Small chunks (200 of the default 20,000 rows; 500 of the issue's 500,000), so kills land
@@ -355,6 +359,26 @@ def _window_order(s: Setup) -> list[tuple[str, int]]:
     return out
 
 
+def spark_reader_idle(s: Setup, tmp_path: Path) -> None:
+    """reader=spark on a database where nothing else changes: the signal's effect is stored by
+    position-only batches of the idle stream (the chunk job follows the stored state), so the
+    snapshot starts and completes without any other write."""
+    _prepare(s, 3000)
+    log = tmp_path / "connector.log"
+    proc = start(s, log)
+    try:
+        s.source_signal("inc-idle", "execute-snapshot", {"data-collections": [f"{s.ns}.bench"]})
+        wait_until(
+            lambda: len(s.notifications("COMPLETED")) >= 1, 120, f"the snapshot completed (log: {log})"
+        )
+        wait_replay_matches(s)
+    finally:
+        stop(proc)
+    assert "no batch stored the signal's effect" not in log.read_text()
+    keys = snapshot_keys(s.changelog)
+    assert sorted(k for k in keys if k > 0) == list(range(1, 3001))  # (the start marks are < 0)
+
+
 def spark_reader(s: Setup, tmp_path: Path, *, kill: bool) -> None:
     """reader=spark: the connector starts the chunk job, which reads chunks at once, each in its
     own window; under writes (and, with `kill`, a SIGKILL of the connector mid-snapshot, which
@@ -362,10 +386,30 @@ def spark_reader(s: Setup, tmp_path: Path, *, kill: bool) -> None:
     chunk is emitted twice into the Delta change log."""
     _prepare(s)
     log = tmp_path / "connector.log"
+    second_out = tmp_path / "second-job.log"
     with writer(s, ROWS + 1, seed=3) as done:
         proc = start(s, log)
         try:
             s.source_signal("inc-spark", "execute-snapshot", {"data-collections": [f"{s.ns}.bench"]})
+            second: subprocess.Popen[bytes] | None = None
+            if not kill:
+                # a second job started by hand, once the connector's reads, waits: one at a time
+                wait_until(lambda: ": reading " in log.read_text(), 120, "the connector's chunk job reads")
+                with second_out.open("wb") as out:
+                    second = subprocess.Popen(
+                        [
+                            sys.executable,
+                            "-m",
+                            "spark_jobs.incremental_chunks",
+                            "--config",
+                            str(s.cfg),
+                            "--wait",
+                            "5",
+                        ],
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        cwd=ROOT,
+                    )
             if kill:
                 wait_until(
                     lambda: _read_up_to(log) >= ROWS // 3 or "type='COMPLETED'" in log.read_text(),
@@ -380,6 +424,11 @@ def spark_reader(s: Setup, tmp_path: Path, *, kill: bool) -> None:
             if proc.poll() is None:
                 stop(proc)
         assert done[0] > 200, f"only {done[0]} writes overlapped the snapshot"
+    if second is not None:
+        assert second.wait(120) == 0
+        waited = second_out.read_text(errors="replace")
+        assert "another chunk job reads connector" in waited, waited[-3000:]
+        assert re.search(r" [1-9]\d* chunks read", waited) is None, waited[-3000:]  # it read none
     _settled_snapshot_keys(s, log)
     text = log.read_text()
     assert "starting the chunk job" in text

@@ -54,3 +54,9 @@ def test_schema_change_mid_snapshot(mariadb: Any, mariadb_database: str, tmp_pat
 def test_spark_reader(mariadb: Any, mariadb_database: str, tmp_path: Path, kill: bool) -> None:
     s = _setup(mariadb, mariadb_database, tmp_path, 7310 + int(kill), **cases.SPARK_SETTINGS)
     cases.spark_reader(s, tmp_path, kill=kill)
+
+
+@pytest.mark.timeout(COMPLETE_S)
+def test_spark_reader_on_an_idle_database(mariadb: Any, mariadb_database: str, tmp_path: Path) -> None:
+    s = _setup(mariadb, mariadb_database, tmp_path, 7312, **cases.SPARK_SETTINGS)
+    cases.spark_reader_idle(s, tmp_path)

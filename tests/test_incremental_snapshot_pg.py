@@ -48,3 +48,9 @@ def test_crash_before_offsets_stored(pg: Any, pg_database: str, tmp_path: Path, 
 def test_spark_reader(pg: Any, pg_database: str, tmp_path: Path, kill: bool) -> None:
     s = _setup(pg, pg_database, tmp_path, f"incpg5{int(kill)}", **cases.SPARK_SETTINGS)
     cases.spark_reader(s, tmp_path, kill=kill)
+
+
+@pytest.mark.timeout(COMPLETE_S)
+def test_spark_reader_on_an_idle_database(pg: Any, pg_database: str, tmp_path: Path) -> None:
+    s = _setup(pg, pg_database, tmp_path, "incpg6", **cases.SPARK_SETTINGS)
+    cases.spark_reader_idle(s, tmp_path)

@@ -110,8 +110,11 @@ class Engine:
             blocking.pause_stream = self._pause_for_snapshot
 
     # ------------------------------------------------------------------ resume point
-    def _durable(self) -> tuple[int, dict[str, Any] | None, dict[int, tuple], dict[str, Any] | None]:
-        """(next batch seq, resume offset, per-sink skip keys, the newest offset any sink holds)."""
+    def _durable(
+        self, quiet: bool = False
+    ) -> tuple[int, dict[str, Any] | None, dict[int, tuple], dict[str, Any] | None]:
+        """(next batch seq, resume offset, per-sink skip keys, the newest offset any sink holds);
+        `quiet`: without the log line per sink that is ahead (a caller that only looks)."""
         stored = self.offsets.load()
         reset_seq = -1
         # A seq taken by something that is not a batch (a snapshot's rows in the Delta change log:
@@ -146,6 +149,8 @@ class Engine:
         for i, own in per_sink.items():
             if own is not None and self.offset_key(own[1]) > start_key:
                 skips[i] = self.offset_key(own[1])
+                if quiet:
+                    continue
                 log.info(
                     "sink %s already holds changes up to %s; skipping them on replay",
                     self.sinks[i].name,

@@ -30,8 +30,8 @@ def build_engine(
         src = source_class(cfg, until_caught_up=until_caught_up, max_seconds=max_seconds)
         if live is not None:
             live.set(src)
-        if incremental is not None and incremental.gtid is not None:
-            src.wants_position = incremental.gtid.waiting  # type: ignore[attr-defined]  # MySqlSource
+        if incremental is not None and (incremental.gtid is not None or incremental.spark):
+            src.wants_position = incremental.wants_position  # type: ignore[attr-defined]
         if incremental is not None and cfg.connector != "postgres":
             src.on_schema_change = incremental.schema_changed  # type: ignore[attr-defined]  # MySqlSource
         return src
@@ -96,7 +96,7 @@ class StoredOffsets:
         )
 
     def newest(self) -> dict[str, Any] | None:
-        return self.engine._durable()[3]
+        return self.engine._durable(quiet=True)[3]
 
     def close(self) -> None:
         from connectors.engine.loop import close_all

@@ -30,6 +30,7 @@ staged before a crash is read again.
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import re
 import threading
@@ -281,6 +282,10 @@ class IncrementalSnapshots:
         self._closed = False
         if not self.spark:
             self.reader.start()
+        elif os.environ.get("TIDEMARK_INCREMENTAL_JOB") == "airflow":
+            log.info(
+                "incremental snapshots: the chunk job is run by Airflow (the stream DAG's read_chunks task)"
+            )
         elif self.launcher is None:
             from connectors.snapshot.incremental_launch import JobLauncher
 
@@ -775,6 +780,14 @@ class IncrementalSnapshots:
                     if token != self._attempted:
                         return p.copy(), token
                 self._cond.wait(1.0)
+
+    def wants_position(self) -> bool:
+        """Whether an idle stream should yield a position-only batch now (the sources ask): a
+        read-only chunk waits for the stream to pass its window, or (reader=spark) a change of
+        the snapshot's state waits to be stored, which the chunk job follows."""
+        if self.gtid is not None and self.gtid.waiting():
+            return True
+        return self.spark and self._committed_gen < self._gen
 
     def wait_for_job(self) -> bool:
         """Until a snapshot runs and is not paused (reader=spark: the chunk job is wanted);

@@ -168,6 +168,12 @@ class MySqlChunkSource(SignalRows):
             rows = cur.fetchall()
         return [[_text(v) for v in r] for r in rows]
 
+    def try_lock(self, name: str) -> bool:
+        """A named lock of this session (released when the connection closes, also by a crash)."""
+        with self.conn.cursor() as cur:
+            cur.execute("SELECT GET_LOCK(%s, 0)", (name[:64],))
+            return cur.fetchone()[0] == 1
+
     def read(self, q: ChunkQuery) -> ChunkRows:
         found = self._model(q.table)
         assert found is not None

@@ -119,6 +119,12 @@ class PgChunkSource(SignalRows):
             rows = cur.fetchall()
         return [list(r) for r in rows]
 
+    def try_lock(self, name: str) -> bool:
+        """A session-level advisory lock (held until this connection closes, also by a crash)."""
+        with self.conn.cursor() as cur:
+            cur.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (name,))
+            return bool(cur.fetchone()[0])
+
     def read(self, q: ChunkQuery) -> ChunkRows:
         found = self.table(q.table)
         assert found is not None

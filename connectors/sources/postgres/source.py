@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg2
@@ -67,6 +67,10 @@ class PostgresSource:
         self.max_batch = src.max_batch_size
         self.poll_s = src.poll_interval_ms / 1000
         self.heartbeat_s = src.heartbeat_interval_ms / 1000
+        # Set by the incremental snapshot (reader=spark): while it returns True an idle stream
+        # yields a position-only batch each poll, so a snapshot signal's effect is stored (the
+        # chunk job follows the stored state) although nothing changes in the database.
+        self.wants_position: Callable[[], bool] | None = None
         self.heartbeat_query = src.heartbeat_action_query
         self.skipped = set[str](src.skipped_operations) - {"none"}
         self.tombstones = src.tombstones_on_delete
@@ -258,7 +262,7 @@ class PostgresSource:
                     c.flush_lsn = wal_end
                 if c.flush_lsn > memory.seen_position:
                     memory.seen_position = c.flush_lsn
-                if c.pending or c.more_cut:
+                if c.pending or c.more_cut or (self.wants_position is not None and self.wants_position()):
                     # Also after a size cut with nothing left: tells the engine to commit now.
                     yield c.cut(False)
                 if next_hb is not None and now >= next_hb:
