@@ -67,6 +67,8 @@ CONSUMERS: dict[str, tuple[str, dict[str, str]]] = {
     "tidemark_jsonl_flush600s": ("tidemark_jsonl", {"tidemark.offsets.flush.interval.ms": "600000"}),
     # with --incremental-rows: the snapshot's chunks not held back while the stream lags
     "tidemark_jsonl_nohold": ("tidemark_jsonl", {"tidemark.incremental.snapshot.max.stream.lag.ms": "0"}),
+    # with --incremental-rows: the chunks read by the Spark job, several at once
+    "tidemark_jsonl_spark": ("tidemark_jsonl", {"tidemark.incremental.snapshot.reader": "spark"}),
     "tidemark_kafka": ("tidemark_kafka", {}),
     "tidemark_delta": ("tidemark_delta", {}),
     "debezium": ("debezium", {}),
@@ -612,6 +614,7 @@ def measure(name: str, idx: int, pg: Any, kafka: Any, base: Path, a: argparse.Na
         line["incremental_snapshot"] = {
             "rows": a.incremental_rows,
             "rows_in_sink_during_measurement": during,
+            "rows_per_s_during_measurement": round(during / max(1e-9, g["commit"][-1] - g["commit"][0])),
             "rows_in_sink_at_end": len(snap),
         }
         if not during:

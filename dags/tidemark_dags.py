@@ -4,7 +4,9 @@ For every `<name>.properties` / `<name>.yaml` in the connectors directory (`$TID
 else the Airflow Variable `tidemark_connectors_dir`, else `dags/connectors/`):
 
 - `tidemark_<name>_stream`: the connector, supervised (one active run, restarted with capped
-  exponential backoff, SIGTERM → offsets stored); Param `until_caught_up`.
+  exponential backoff, SIGTERM → offsets stored); Param `until_caught_up`. With
+  `tidemark.incremental.snapshot.reader=spark` a second task, `read_chunks`, runs the
+  incremental snapshot chunk job through spark-submit whenever a snapshot runs.
 - `tidemark_<name>_snapshot`: Params `type` (initial / incremental / blocking), `tables`,
   `additional_conditions`, `surrogate_key`; scheduled incremental snapshots on
   `tidemark.airflow.snapshot.schedule`.
@@ -35,6 +37,7 @@ from tidemark_airflow.assets import changelog_asset
 from tidemark_airflow.config import ConnectorFile, discover, runtime_config
 from tidemark_airflow.operators import (
     SNAPSHOT_TYPES,
+    TidemarkChunkJobSubmitOperator,
     TidemarkSnapshotSensor,
     TidemarkSnapshotSubmitOperator,
     TidemarkStreamOperator,
@@ -95,15 +98,21 @@ def stream_dag(cf: ConnectorFile) -> DAG:
         },
         doc_md=__doc__,
     ) as dag:
+        retry = {
+            "retries": 10,
+            "retry_delay": timedelta(seconds=15),
+            "retry_exponential_backoff": 2.0,
+            "max_retry_delay": timedelta(minutes=10),
+        }
         TidemarkStreamOperator(
             task_id="stream",
             connector_file=str(cf.path),
-            retries=10,
-            retry_delay=timedelta(seconds=15),
-            retry_exponential_backoff=2.0,
-            max_retry_delay=timedelta(minutes=10),
             outlets=[asset] if asset is not None else [],
+            **retry,
         )
+        if cf.cfg.runtime.incremental_snapshot_reader == "spark":
+            # the incremental snapshots' chunk job, through spark-submit, while the stream runs
+            TidemarkChunkJobSubmitOperator(task_id="read_chunks", connector_file=str(cf.path), **retry)
     return dag
 
 

@@ -4,8 +4,9 @@ database in a temporary AIRFLOW_HOME) with a connector on the suite's PostgreSQL
 user does goes through Airflow's REST API, as the UI does.
 
 1. An incremental snapshot requested from the snapshot DAG's form: the `execute-snapshot`
-   signal lands in `_state/signals`, the running stream task (not a test process) reads the
-   chunks, and the DAG's deferrable sensor completes on the COMPLETED notification in
+   signal lands in `_state/signals`, the stream DAG's `read_chunks` task runs the chunk job
+   through spark-submit (`tidemark.incremental.snapshot.reader=spark`), the running stream task
+   (not a test process) emits the chunks, and the DAG's deferrable sensor completes on the COMPLETED notification in
    `_state/notifications` (which the status page's API lists too). Then the same from the
    status page in headless Chromium: its button starts one, the page shows it reach COMPLETED;
    and a scheduled one (`tidemark.airflow.snapshot.schedule`) of the configured tables.
@@ -44,6 +45,8 @@ BIN = Path(sys.executable).parent
 PASSWORD = "supervised-test-password"
 CHROMIUM = "/usr/bin/chromium"
 PREFIX = "afsup"
+PARALLELISM = 2  # chunks the Spark job reads at once; it plans at most twice that many ahead
+AHEAD_ROWS = 2 * PARALLELISM * 100  # rows of the chunks that may go out after a pause or stop
 STREAM, SNAPSHOT = "tidemark_shop_stream", "tidemark_shop_snapshot"
 pytestmark = pytest.mark.timeout(600)
 
@@ -128,6 +131,9 @@ def shop(pg: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
         signal__data__collection="public.debezium_signal",
         signal__poll__interval__ms="200",
         incremental__snapshot__chunk__size="100",
+        # Chunks read by the Spark job, which the stream DAG's read_chunks task runs (spark-submit)
+        tidemark__incremental__snapshot__reader="spark",
+        tidemark__incremental__snapshot__parallelism=str(PARALLELISM),
     )
     yield {"conn": conn, "warehouse": work / "warehouse", "connectors": connectors, "slot": slot, "db": db}
     conn.close()
@@ -285,8 +291,12 @@ def test_incremental_snapshot_from_the_dag_runs_in_the_supervised_stream(
     (row,) = [s for s in signals if s["id"] == sid]
     assert row["type"] == "execute-snapshot" and row["connector"] == PREFIX
     assert json.loads(row["data"])["data-collections"] == ["public.items"]
-    # The same connector process (the stream task's, never restarted) read every row in chunks.
+    # The same connector process (the stream task's, never restarted) emitted every row in chunks,
+    # read by the chunk job the stream DAG's read_chunks task ran through spark-submit.
     assert running_pid(shop) == pid
+    logs = af.task_logs(STREAM)
+    assert "starting the chunk job" in logs and "chunks read" in logs, af.tail()
+    assert "incremental snapshot: starting the chunk job" not in logs  # (the connector's own launcher)
     assert sorted(changes(shop, "r")) == [*range(1, 501), *range(1001, 1011)]
     from connectors.signals.notify import read_notifications
 
@@ -400,10 +410,12 @@ def test_pause_resume_and_stop_from_the_status_page(airflow: Airflow, shop: dict
             expect(msg).to_have_text(re.compile(r"pause-snapshot sent"))
             expect(sig.locator(".sig-state")).to_have_text("PAUSED", timeout=60_000)
             held = read()
-            page.wait_for_timeout(6_000)  # (two page refreshes: nothing may go out meanwhile)
-            assert read() <= held + 200  # the chunk being read then, and the one read ahead
-            expect(sig.locator(".sig-state")).to_have_text("PAUSED")
+            page.wait_for_timeout(6_000)  # (two page refreshes)
             paused_at = read()
+            assert paused_at <= held + AHEAD_ROWS  # the chunks being read then, and those read ahead
+            page.wait_for_timeout(4_000)
+            assert read() == paused_at, "chunks went out while the snapshot was paused"
+            expect(sig.locator(".sig-state")).to_have_text("PAUSED")
 
             form.locator("button[data-action=resume-snapshot]").click()
             expect(msg).to_have_text(re.compile(r"resume-snapshot sent"))
@@ -422,7 +434,7 @@ def test_pause_resume_and_stop_from_the_status_page(airflow: Airflow, shop: dict
     with shop["conn"].cursor() as cur:
         cur.execute("INSERT INTO big VALUES (100001, 'after stop')")
     wait_until(lambda: 100_001 in changes(shop, "c", "public.big"), 60, "a change after the stop")
-    assert read() <= stopped + 200
+    assert read() <= stopped + AHEAD_ROWS
 
 
 def test_scheduled_incremental_snapshot_of_the_configured_tables(

@@ -5,6 +5,8 @@
   every few seconds, SIGTERM to it when Airflow stops the task or the task process dies (it
   finishes the batch in flight and stores the offset; see `_connector_child`).
 - `TidemarkSnapshotSubmitOperator`: the initial snapshot job through `SparkSubmitOperator`.
+- `TidemarkChunkJobSubmitOperator`: the incremental snapshot chunk job (reader=spark) likewise,
+  whenever a snapshot runs, next to the stream task.
 - `check_snapshot_request` / `send_snapshot_signal`: the snapshot DAG's form values checked
   against the captured tables, and the `execute-snapshot` signal to the Delta signal channel.
 - `TidemarkSnapshotSensor`: defers to `triggers.NotificationTrigger` until the snapshot's
@@ -35,6 +37,8 @@ from tidemark_airflow.config import parse_config, runtime_config
 
 REPO = Path(__file__).resolve().parents[2]
 SNAPSHOT_JOB = REPO / "spark_jobs" / "snapshot.py"
+CHUNK_JOB = REPO / "spark_jobs" / "incremental_chunks.py"
+
 SNAPSHOT_TYPES = ("initial", "incremental", "blocking")
 # Aggregate types whose COMPLETED / ABORTED end each kind of snapshot.
 AGGREGATE_TYPES = {
@@ -138,7 +142,8 @@ class TidemarkStreamOperator(BaseOperator):
                 stderr=subprocess.STDOUT,
                 text=True,
                 bufsize=1,
-                env={**os.environ, **_venv_env()},
+                # reader=spark: the stream DAG's read_chunks task runs the chunk job, not the connector
+                env={**os.environ, **_venv_env(), "TIDEMARK_INCREMENTAL_JOB": "airflow"},
                 preexec_fn=lambda: _connector_child(parent, prctl),
             )
             self.log.info("connector %s: pid %d", cfg.name, self._proc.pid)
@@ -262,38 +267,108 @@ def initial_overrides(request: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-class TidemarkSnapshotSubmitOperator(SparkSubmitOperator):
-    """`spark_jobs/snapshot.py --config <private runtime file>` through the Spark provider's
-    `spark-submit` (connection `spark_default`: `local[*]` unless changed). The checked request
-    comes from the `check` task's XCom."""
+class _TidemarkSubmit(SparkSubmitOperator):
+    """A Tidemark Spark job through the Spark provider's `spark-submit` (connection
+    `spark_default`: `local[*]` unless changed), on a private runtime copy of the connector file;
+    the checked request comes from the `check` task's XCom."""
+
+    job = SNAPSHOT_JOB
 
     def __init__(self, *, connector_file: str, request_task_id: str = "check", **kwargs: Any) -> None:
         kwargs.setdefault("conn_id", "spark_default")
-        kwargs.setdefault("application", str(SNAPSHOT_JOB))
+        kwargs.setdefault("application", str(self.job))
         super().__init__(**kwargs)
         self.connector_file = connector_file
         self.request_task_id = request_task_id
+
+    def _submit(self, context: Any, cfg_path: Path, cfg: ConnectorConfig, *args: str) -> None:
+        self.application_args = ["--config", str(cfg_path), "--log-level", "INFO", *args]
+        self.name = f"{self.job.stem.replace('_', '-')}-{cfg.name}"
+        self.conf = {
+            "spark.log.level": "WARN",  # (Spark's INFO start-up lines would fill the task log)
+            **(self.conf or {}),
+            "spark.pyspark.python": sys.executable,
+            "spark.pyspark.driver.python": sys.executable,
+        }
+        self.env_vars = {**(self.env_vars or {}), **_venv_env(), "PYTHONPATH": str(REPO)}
+        self._hook = None  # built from the values above
+        super().execute(context)
+
+
+class TidemarkSnapshotSubmitOperator(_TidemarkSubmit):
+    """`spark_jobs/snapshot.py`: an initial snapshot of the request's tables now."""
 
     def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]
         request = context["ti"].xcom_pull(task_ids=self.request_task_id)
         since = int(time.time() * 1000)
         with runtime_config(Path(self.connector_file), initial_overrides(request)) as (cfg_path, cfg):
-            self.application_args = ["--config", str(cfg_path), "--log-level", "INFO"]
-            self.name = f"tidemark-snapshot-{cfg.name}"
-            self.conf = {
-                **(self.conf or {}),
-                "spark.pyspark.python": sys.executable,
-                "spark.pyspark.driver.python": sys.executable,
-            }
-            self.env_vars = {**(self.env_vars or {}), **_venv_env(), "PYTHONPATH": str(REPO)}
-            self._hook = None  # built from the values above
-            super().execute(context)
+            self._submit(context, cfg_path, cfg)
         return {
             "since_ms": since,
             "aggregate_types": AGGREGATE_TYPES["initial"],
             "id": None,
             "signal_id": None,
         }
+
+
+class TidemarkChunkJobSubmitOperator(_TidemarkSubmit):
+    """Next to the stream task, with `tidemark.incremental.snapshot.reader=spark`: whenever the
+    connector's stored state shows an incremental snapshot running (and not paused), however it
+    was requested (the snapshot DAG, the status page, a signal row), this task runs
+    `spark_jobs/incremental_chunks.py` through `spark-submit` until the snapshot ends (or the
+    stream has emitted nothing of it for `job_idle_s`), then waits for the next one. The connector
+    under Airflow does not start the job itself. The task ends when the stream task has ended (not
+    while Airflow retries it), so the DAG run ends with it; a failed job fails the task, which
+    Airflow retries."""
+
+    job = CHUNK_JOB
+
+    def __init__(
+        self, *, stream_task_id: str = "stream", poll_s: float = 2.0, job_idle_s: float = 60.0, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self.stream_task_id = stream_task_id
+        self.poll_s = poll_s
+        self.job_idle_s = job_idle_s
+
+    def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]
+        from connectors.engine.wiring import StoredOffsets
+        from connectors.snapshot.incremental import Progress
+
+        jobs = 0
+        with runtime_config(Path(self.connector_file)) as (cfg_path, cfg):
+            stored = StoredOffsets(cfg)
+            try:
+                while (state := self._stream_state(context)) not in ENDED:
+                    p = Progress.from_offset(stored.newest()) if state == "running" else None
+                    if p is not None and not p.paused:
+                        self.log.info(
+                            "incremental snapshot %s of %s runs: starting the chunk job",
+                            p.snapshot_id,
+                            ", ".join(p.tables),
+                        )
+                        self._submit(
+                            context, cfg_path, cfg, "--wait", "10", "--idle-exit", str(self.job_idle_s)
+                        )
+                        jobs += 1
+                        continue
+                    time.sleep(self.poll_s)
+            finally:
+                stored.close()
+        self.log.info("the stream task ended (%s): so does the chunk job's watch (%d jobs ran)", state, jobs)
+        return {"connector": cfg.name, "jobs": jobs}
+
+    def _stream_state(self, context: Any) -> str | None:
+        """The stream task's state in this DAG run."""
+        ti = context["ti"]
+        states = ti.get_task_states(dag_id=ti.dag_id, task_ids=[self.stream_task_id], run_ids=[ti.run_id])
+        for by_task in states.values():
+            if isinstance(by_task, dict) and self.stream_task_id in by_task:
+                return str(by_task[self.stream_task_id])
+        return None
+
+
+ENDED = {"success", "failed", "upstream_failed", "skipped", "removed"}  # (not up_for_retry)
 
 
 def send_snapshot_signal(cfg: ConnectorConfig, request: Mapping[str, Any]) -> dict[str, Any]:
