@@ -69,6 +69,13 @@ CONSUMERS: dict[str, tuple[str, dict[str, str]]] = {
     "tidemark_jsonl_nohold": ("tidemark_jsonl", {"tidemark.incremental.snapshot.max.stream.lag.ms": "0"}),
     # with --incremental-rows: the chunks read by the Spark job, several at once
     "tidemark_jsonl_spark": ("tidemark_jsonl", {"tidemark.incremental.snapshot.reader": "spark"}),
+    "tidemark_jsonl_spark8k": (
+        "tidemark_jsonl",
+        {
+            "tidemark.incremental.snapshot.reader": "spark",
+            "debezium.source.incremental.snapshot.chunk.size": "8192",
+        },
+    ),
     "tidemark_kafka": ("tidemark_kafka", {}),
     "tidemark_delta": ("tidemark_delta", {}),
     "debezium": ("debezium", {}),

@@ -29,6 +29,7 @@ from connectors.api import TidemarkError
 from connectors.settings.config import ConnectorConfig, from_mapping, load
 
 log = logging.getLogger("tidemark.incremental")
+AHEAD_ROWS = 16384
 
 
 def run(
@@ -51,6 +52,10 @@ def run(
     chunk_size = int(props.get("incremental.snapshot.chunk.size") or 1024)
     strategy = str(props.get("incremental.snapshot.watermarking.strategy") or "insert_insert").lower()
     width = max(1, cfg.runtime.incremental_snapshot_parallelism)
+    # How far the snapshot may run ahead of the stream: chunks past the last one it emitted and
+    # stored, 2 x parallelism, and no more than about AHEAD_ROWS rows (the stream emits them in a
+    # burst when their windows close), but never fewer than the parallelism.
+    lead = max(width, min(2 * width, -(-AHEAD_ROWS // max(1, chunk_size))))
     raw = dict(cfg.origin.raw)
     stored = StoredOffsets(cfg)
     staging = Staging(cfg.warehouse, cfg.name)
@@ -81,12 +86,15 @@ def run(
     plans: dict[str, dict[int, Plan]] = {}
     done: set[tuple[str, int]] = set()
     running: dict[Future[int], tuple[str, int]] = {}
+    max_lag_ms = cfg.runtime.incremental_snapshot_max_stream_lag_ms
+    held_since: float | None = None  # new chunks held for a lagging stream since
     seen, chunks, rows = False, 0, 0
     emitted, moved = -1, time.monotonic()  # the stored chunk number, and when it last moved
     try:
         with ThreadPoolExecutor(max_workers=width, thread_name_prefix="incremental-chunk") as pool:
             while True:
-                p = Progress.from_offset(stored.newest())
+                newest = stored.newest()
+                p = Progress.from_offset(newest)
                 if p is None:
                     if not running and (seen or time.monotonic() - began > wait_s):
                         break
@@ -106,13 +114,17 @@ def run(
                     mine = plans.get(p.snapshot_id)
                     if mine is None:
                         mine = plans[p.snapshot_id] = staging.plans(p.snapshot_id)
-                    ahead, new = plan_ahead(p, mine, src, chunk_size, 2 * width)
+                    ahead, new = plan_ahead(p, mine, src, chunk_size, lead)
                     if new:
                         staging.write_plans(p.snapshot_id, new)
                         mine.update(new)
                     busy = set(running.values())
+                    was_held = held_since
+                    budget, held_since = _budget(_lagging(newest, max_lag_ms), width, held_since)
+                    if held_since is not None and was_held is None:
+                        log.info("the stream lags more than %d ms: new chunks are held back", max_lag_ms)
                     for n in sorted(ahead):
-                        if len(running) >= width:
+                        if len(running) >= width or budget <= 0:
                             break
                         key = (p.snapshot_id, n)
                         if key in done or key in busy:
@@ -123,6 +135,7 @@ def run(
                         if not session:
                             session.append(spark_session(cfg))
                         running[pool.submit(one, spec)] = key
+                        budget -= 1
                 if running:
                     finished, _ = wait(running, timeout=poll_s, return_when=FIRST_COMPLETED)
                     for fut in finished:
@@ -139,6 +152,34 @@ def run(
             session[0].stop()
     log.info("incremental snapshot: %d chunks read (%d rows)", chunks, rows)
     return chunks
+
+
+def _lagging(offset: dict[str, Any] | None, max_lag_ms: int) -> bool:
+    """Whether the stream lagged more than `tidemark.incremental.snapshot.max.stream.lag.ms` at
+    the last batch with changes it stored. However long ago: a stream that caught up stored a
+    small lag last, and one busy with a long batch is no idle one."""
+    from connectors.snapshot.incremental import PREFIX
+
+    if max_lag_ms <= 0 or not offset or f"{PREFIX}stream" not in offset:
+        return False
+    stream = orjson.loads(offset[f"{PREFIX}stream"])
+    return bool(stream["lag_ms"] > max_lag_ms)
+
+
+def _budget(lagging: bool, width: int, held_since: float | None) -> tuple[int, float | None]:
+    """(chunks that may start now, when the hold began). The stream goes first, as with the
+    thread reader: while it lags, one chunk every HOLD_MAX_S, so a snapshot slows down under
+    load but never stops."""
+    from connectors.snapshot.incremental import HOLD_MAX_S
+
+    if not lagging:
+        return width, None
+    now = time.monotonic()
+    if held_since is None:
+        return 0, now
+    if now - held_since > HOLD_MAX_S:
+        return 1, now
+    return 0, held_since
 
 
 def main(argv: list[str] | None = None) -> int:

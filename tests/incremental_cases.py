@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import subprocess
@@ -11,7 +12,6 @@ from pathlib import Path
 import cdc
 from harness import wait_until
 from incremental import (
-    COMPLETE_S,
     ROWS,
     SIGNAL_DDL,
     Setup,
@@ -25,6 +25,8 @@ from incremental import (
     wait_replay_matches,
     writer,
 )
+
+from connectors.settings.config import load
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -120,18 +122,7 @@ def sigkill_mid_snapshot(s: Setup, tmp_path: Path, *, trials: int) -> None:
         proc = start(s, log)
         try:
             s.source_signal("inc-kill", "execute-snapshot", {"data-collections": [f"{s.ns}.bench"]})
-            for t in range(trials):
-                got = _read_up_to(log)
-                at = got + rnd.randint(200, max(201, (ROWS * 6 // 10 - got) // (trials - t + 1)))
-                # (the log, not the Delta change log: reading that takes longer than a chunk)
-                wait_until(
-                    lambda a=at: _read_up_to(log) >= a or "type='COMPLETED'" in log.read_text(),
-                    480,
-                    f"the snapshot read up to key {at}",
-                )
-                assert not s.notifications("COMPLETED"), "the snapshot ended before the kill"
-                cdc._sigkill(proc)
-                proc = start(s, log)
+            proc = _kill_at_random_points(s, log, proc, trials, rnd)
             wait_completed(s, 1, log)
         finally:
             if proc.poll() is None:
@@ -139,6 +130,28 @@ def sigkill_mid_snapshot(s: Setup, tmp_path: Path, *, trials: int) -> None:
         assert done[0] > 200
     _settled_snapshot_keys(s, log)
     assert "incremental snapshot" in log.read_text() and "in progress" in log.read_text()
+
+
+def _kill_at_random_points(
+    s: Setup, log: Path, proc: subprocess.Popen[bytes], trials: int, rnd: random.Random
+) -> subprocess.Popen[bytes]:
+    """SIGKILL the connector `trials` times mid-snapshot, each a random 1-5 chunks past where the
+    snapshot was when the connector before it had started (the snapshot goes on while a restart
+    waits for the stream: kill points spread over the key range would be overtaken on a big
+    table); returns the last connector started."""
+    chunk = int(load(s.cfg).origin.properties.get("incremental.snapshot.chunk.size") or 1024)
+    for _ in range(trials):
+        at = _read_up_to(log) + rnd.randint(chunk, 5 * chunk)
+        # (the log, not the Delta change log: reading that takes longer than a chunk)
+        wait_until(
+            lambda a=at: _read_up_to(log) >= a or "type='COMPLETED'" in log.read_text(),
+            480,
+            f"the snapshot read up to key {at}",
+        )
+        assert not s.notifications("COMPLETED"), "the snapshot ended before the kill"
+        cdc._sigkill(proc)
+        proc = start(s, log)
+    return proc
 
 
 def _settled_snapshot_keys(s: Setup, log: Path) -> list[int]:
@@ -338,6 +351,8 @@ def schema_change_mid_snapshot(s: Setup, tmp_path: Path) -> None:
     assert len(keys) == len(set(keys)) and len(keys) >= ROWS
 
 
+# SIGKILLs of the reader=spark test (each restart also starts a Spark job): 2 unless set
+SPARK_TRIALS = int(os.environ.get("TIDEMARK_INCREMENTAL_TEST_TRIALS", "2"))
 SPARK_SETTINGS = {
     "incremental__snapshot__chunk__size": "500",
     "tidemark__incremental__snapshot__reader": "spark",
@@ -411,14 +426,7 @@ def spark_reader(s: Setup, tmp_path: Path, *, kill: bool) -> None:
                         cwd=ROOT,
                     )
             if kill:
-                wait_until(
-                    lambda: _read_up_to(log) >= ROWS // 3 or "type='COMPLETED'" in log.read_text(),
-                    COMPLETE_S,
-                    f"the snapshot read up to key {ROWS // 3}",
-                )
-                assert not s.notifications("COMPLETED"), "the snapshot ended before the kill"
-                cdc._sigkill(proc)
-                proc = start(s, log)
+                proc = _kill_at_random_points(s, log, proc, SPARK_TRIALS, random.Random(11))
             wait_completed(s, 1, log)
         finally:
             if proc.poll() is None:

@@ -95,21 +95,22 @@ def test_staging_memory_copy_is_the_callers_own(tmp_path: Path) -> None:
 def test_chunks_wait_for_a_lagging_stream_but_never_stop(tmp_path: Path) -> None:
     from cfgutil import config
 
-    from connectors.api import Batch
+    from connectors.api import Batch, Record
     from connectors.snapshot import incremental
     from connectors.snapshot.incremental import IncrementalSnapshots
 
     cfg = config("postgres", tidemark__warehouse=str(tmp_path))
     ctl = IncrementalSnapshots(cfg, None, lambda: None, "public.sig")  # type: ignore[arg-type]
     assert ctl.max_lag_ms == 1000
-    lagging = Batch([], {"lsn": 1}, extra={"source_ts_ms": time.time() * 1000 - 5000})
+    change = Record("t.public.a", {"id": 1}, {"op": "c"}, collection="public.a")
+    lagging = Batch([change], {"lsn": 1}, extra={"source_ts_ms": time.time() * 1000 - 5000})
     ctl.process(lagging)
     old, incremental.HOLD_MAX_S = incremental.HOLD_MAX_S, 0.3
     try:
         began = time.monotonic()
         ctl.stream_first()  # 5 s behind: held, for HOLD_MAX_S at most
         assert 0.3 <= time.monotonic() - began < 2.0
-        ctl.process(Batch([], {"lsn": 2}, extra={"source_ts_ms": time.time() * 1000}))
+        ctl.process(Batch([change], {"lsn": 2}, extra={"source_ts_ms": time.time() * 1000}))
         began = time.monotonic()
         ctl.stream_first()  # caught up: not held
         assert time.monotonic() - began < 0.1
@@ -377,3 +378,26 @@ def test_chunks_planned_ahead_continue_where_the_stored_plans_end() -> None:
     assert [n for n, _ in new] == [2, 3, 4]
     assert plans[4]["completed"] == ["public.gone", "public.e"]
     assert plans[4]["statuses"] == {"public.gone": "UNKNOWN_SCHEMA", "public.e": "EMPTY"}
+
+
+def test_the_chunk_job_holds_new_chunks_while_the_stream_lags() -> None:
+    """reader=spark, as the thread reader: no new chunk while the stream's last stored lag is over
+    max.stream.lag.ms; then one chunk every HOLD_MAX_S."""
+    from connectors.snapshot import incremental
+    from spark_jobs.incremental_chunks import _budget, _lagging
+
+    def offset(lag_ms: float, ago_s: float) -> dict[str, str]:
+        return {f"{PREFIX}stream": f'{{"lag_ms":{lag_ms},"at":{time.time() - ago_s}}}'}
+
+    assert not _lagging(offset(200, 0), 1000)  # keeping up
+    assert not _lagging(None, 1000)  # nothing stored yet
+    assert _lagging(offset(5000, 10), 1000)  # (a long batch since, or none with changes)
+    assert not _lagging(offset(5000, 0), 0)  # 0: never held
+    assert _lagging(offset(5000, 0), 1000)
+    assert _budget(False, 4, None) == (4, None)
+    budget, since = _budget(True, 4, None)
+    assert budget == 0 and since is not None
+    assert _budget(True, 4, since) == (0, since)  # held
+    budget, again = _budget(True, 4, since - incremental.HOLD_MAX_S - 0.1)
+    assert budget == 1 and again is not None and again > since - 0.1  # one chunk, then held anew
+    assert _budget(False, 4, since) == (4, None)

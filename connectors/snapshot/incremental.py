@@ -355,7 +355,7 @@ class IncrementalSnapshots:
     def process(self, batch: Batch) -> None:
         """Watermarks, window keys and the chunk's rows in `batch`; the state into its offset."""
         src_ts = batch.extra.get("source_ts_ms")
-        if src_ts:
+        if src_ts and batch.records:  # (a position-only batch carries its last change's time)
             self._lag_ms, self._lag_at = time.time() * 1000 - src_ts, time.monotonic()
         with self._cond:
             p = self.progress
@@ -366,6 +366,10 @@ class IncrementalSnapshots:
             if self._applied_json is not None:
                 batch.offset[f"{PREFIX}signals"] = self._applied_json
             batch.extra["incremental_gen"] = self._gen
+            if self.spark and p is not None:
+                # The chunk job holds new chunks while the stream lags (as the thread reader does):
+                # the lag when this batch was offered, and when.
+                batch.offset[f"{PREFIX}stream"] = f'{{"lag_ms":{self._lag_ms:.0f},"at":{time.time():.3f}}}'
             if self.needs_store:
                 self._gen_of[id(batch.offset)] = (batch.offset, self._gen)
             # Batches are followed until the last change is stored too: the offsets table stores
