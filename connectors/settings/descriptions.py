@@ -367,9 +367,8 @@ _SERVER: dict[str, str] = {
         "source (for at most 5 s a chunk); 0: no hold."
     ),
     "tidemark.incremental.snapshot.reader": (
-        "Incremental snapshots: who reads the chunks: thread (a thread of the connector, one chunk at a time, as "
-        "Debezium) or spark (the chunk job, spark_jobs/incremental_chunks.py, several chunks at once, each in its "
-        "own watermark window; the connector starts it)."
+        "Incremental snapshots: thread (a thread of the connector reads one chunk at a time, as Debezium) or spark "
+        "(a Spark job reads several at once, each in its own watermark window)."
     ),
     "tidemark.incremental.snapshot.parallelism": (
         "Incremental snapshots with reader=spark: chunks read at once by the Spark job; at most twice this many "

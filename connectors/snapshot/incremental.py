@@ -13,8 +13,10 @@ close watermark, as `op: r` events with `source.snapshot: incremental`.
 Progress is kept where Debezium keeps it, in the offsets: every batch's offset carries the
 snapshot's state after that batch (`incremental_snapshot_collections`, `_primary_key` (last key
 read), `_maximum_key`, `_correlation_id`, and Tidemark's `incremental_snapshot_tidemark`: chunk
-number, the open window's keys, paused), and, once a snapshot signal was applied, the keys of the
-last ones (`incremental_snapshot_signals`). The state and the rows a close watermark released are
+number, the open window's keys, paused, and with the Spark reader the windows of later chunks),
+and, once a snapshot signal was applied, the keys of the last ones (`incremental_snapshot_signals`).
+With the Spark reader (`incremental_plan.py`, `spark_jobs/incremental_chunks.py`) windows overlap:
+a chunk closed before the one before it waits, its window still open, and goes out right after it. The state and the rows a close watermark released are
 in the same batch, so a sink that stores the batch stores both.
 
 A restart takes the state of the newest offset a sink holds (Delta's, when it is ahead of the
