@@ -1,12 +1,13 @@
 """The incremental snapshot's chunk job: `spark-submit spark_jobs/incremental_chunks.py --config
 FILE` (or `python -m spark_jobs.incremental_chunks --config FILE`). With
 `tidemark.incremental.snapshot.reader=spark` the connector starts it while a snapshot runs
-(`connectors/snapshot/incremental_launch.py`); under Airflow the snapshot DAG may run it too.
+(`connectors/snapshot/incremental_launch.py`); under Airflow the stream DAG's `read_chunks` task
+runs it instead. One job reads a connector's snapshots at a time (a lock on the source database).
 
 Driver loop: read the snapshot state the stream stored last (the chunks it emitted), plan the
-chunks after it up to 2 × `tidemark.incremental.snapshot.parallelism` ahead
-(`incremental_plan.plan_ahead`: how far the snapshot may run ahead of the stream), and keep up
-to `parallelism` chunks being read at once, one Spark task each (`incremental_plan.run_planned`:
+chunks after it up to 2 × `tidemark.incremental.snapshot.parallelism` (and about AHEAD_ROWS rows)
+ahead (`incremental_plan.plan_ahead`: how far the snapshot may run ahead of the stream), and keep
+up to `parallelism` chunks being read at once (fewer while the stream lags), one Spark task each (`incremental_plan.run_planned`:
 open watermark, SELECT of the key range, staged rows, close watermark). The stream emits the
 chunks in order at their close watermarks. A paused snapshot reads nothing new; the job ends
 once the stored state says no snapshot runs (or none appeared within `--wait` seconds).
@@ -16,8 +17,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
-import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
@@ -45,12 +44,11 @@ def run(
     from connectors.engine.wiring import StoredOffsets
     from connectors.snapshot.incremental import Progress
     from connectors.snapshot.incremental_plan import Plan, chunk_source, plan_ahead, run_planned
+    from connectors.snapshot.incremental_read import chunk_settings
     from connectors.snapshot.incremental_staging import Staging
     from spark_jobs.snapshot import spark_session
 
-    props = cfg.origin.properties
-    chunk_size = int(props.get("incremental.snapshot.chunk.size") or 1024)
-    strategy = str(props.get("incremental.snapshot.watermarking.strategy") or "insert_insert").lower()
+    chunk_size, strategy = chunk_settings(cfg)
     width = max(1, cfg.runtime.incremental_snapshot_parallelism)
     # How far the snapshot may run ahead of the stream: chunks past the last one it emitted and
     # stored, 2 x parallelism, and no more than about AHEAD_ROWS rows (the stream emits them in a
@@ -200,14 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     if a.config is None and a.raw is None:
         p.error("--config is required")
-    logging.basicConfig(
-        level=a.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
-    logging.getLogger("py4j").setLevel(logging.WARNING)
-    from spark_jobs.snapshot import report, watch_parent
+    from spark_jobs.snapshot import job_start, report
 
-    if a.parent:
-        watch_parent(a.parent)
+    job_start(a.log_level, a.parent)
     try:
         cfg = from_mapping(orjson.loads(a.raw.read_bytes())) if a.raw is not None else load(a.config)
         run(cfg, wait_s=a.wait, idle_exit_s=a.idle_exit)
@@ -217,7 +210,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    code = main()
-    for stream in (sys.stdout, sys.stderr):
-        stream.flush()
-    os._exit(code)
+    from spark_jobs.snapshot import job_exit
+
+    job_exit(main())

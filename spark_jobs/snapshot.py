@@ -778,12 +778,7 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     if a.config is None and a.blocking is None:
         p.error("--config is required")
-    logging.basicConfig(
-        level=a.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
-    logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines are connection chatter
-    if a.parent:
-        watch_parent(a.parent)
+    job_start(a.log_level, a.parent)
     try:
         if a.blocking is not None:
             out = run_blocking(orjson.loads(a.blocking.read_bytes()))
@@ -796,10 +791,23 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    # As `tidemark` does (connectors/app/cli.py main): leave without interpreter finalization,
-    # which can abort on pyarrow's I/O threads after the work is done.
-    code = main()
+def job_start(log_level: str, parent: int | None) -> None:
+    """A job process's logging (stderr), and with `parent` its end when that process is gone."""
+    logging.basicConfig(
+        level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines are connection chatter
+    if parent:
+        watch_parent(parent)
+
+
+def job_exit(code: int) -> None:
+    """As `tidemark` does (connectors/app/cli.py main): leave without interpreter finalization,
+    which can abort on pyarrow's I/O threads after the work is done."""
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     os._exit(code)
+
+
+if __name__ == "__main__":
+    job_exit(main())

@@ -62,7 +62,13 @@ from connectors.signals.model import (
 from connectors.signals.notify import Notifier
 from connectors.signals.processor import Handlers
 from connectors.snapshot.incremental_gtid import GtidWindows
-from connectors.snapshot.incremental_read import WINDOW_CLOSE, WINDOW_OPEN, ChunkReader, ChunkSource
+from connectors.snapshot.incremental_read import (
+    WINDOW_CLOSE,
+    WINDOW_OPEN,
+    ChunkReader,
+    ChunkSource,
+    chunk_settings,
+)
 from connectors.snapshot.incremental_staging import ChunkMeta, StagedChunk, Staging
 
 log = logging.getLogger(__name__)
@@ -226,10 +232,7 @@ class IncrementalSnapshots:
         self.factory = factory
         self.signal_table = signal_table
         self.staging = Staging(cfg.warehouse, cfg.name)
-        self.strategy = str(
-            props.get("incremental.snapshot.watermarking.strategy") or "insert_insert"
-        ).lower()
-        self.chunk_size = int(props.get("incremental.snapshot.chunk.size") or 1024)
+        self.chunk_size, self.strategy = chunk_settings(cfg)
         self.reader = ChunkReader(
             self, factory, self.staging, chunk_size=self.chunk_size, strategy=self.strategy
         )
@@ -369,9 +372,8 @@ class IncrementalSnapshots:
                 batch.offset[f"{PREFIX}signals"] = self._applied_json
             batch.extra["incremental_gen"] = self._gen
             if self.spark and p is not None:
-                # The chunk job holds new chunks while the stream lags (as the thread reader does):
-                # the lag when this batch was offered, and when.
-                batch.offset[f"{PREFIX}stream"] = f'{{"lag_ms":{self._lag_ms:.0f},"at":{time.time():.3f}}}'
+                # The chunk job holds new chunks while the stream lags (as the thread reader does).
+                batch.offset[f"{PREFIX}stream"] = f'{{"lag_ms":{self._lag_ms:.0f}}}'
             if self.needs_store:
                 self._gen_of[id(batch.offset)] = (batch.offset, self._gen)
             # Batches are followed until the last change is stored too: the offsets table stores
@@ -1004,13 +1006,8 @@ def build(cfg: ConnectorConfig, notifier: Notifier, signal_table: str | None) ->
     """The controller of `cfg`'s connector."""
 
     def factory() -> ChunkSource:
-        if cfg.connector == "postgres":
-            assert signal_table is not None
-            from connectors.snapshot.incremental_pg import PgChunkSource
+        from connectors.snapshot.incremental_plan import chunk_source
 
-            return PgChunkSource(cfg, signal_table)
-        from connectors.snapshot.incremental_mysql import MySqlChunkSource
-
-        return MySqlChunkSource(cfg, signal_table or "")  # read.only: no signal table written
+        return chunk_source(cfg, signal_table or "")
 
     return IncrementalSnapshots(cfg, notifier, factory, signal_table)

@@ -30,7 +30,6 @@ class JobLauncher:
         self._thread: threading.Thread | None = None
         self._job = ChildJob()
         self._stopping = False
-        self.launched = 0
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="tidemark-incremental-job", daemon=True)
@@ -65,6 +64,5 @@ class JobLauncher:
 
     def _run_job(self) -> tuple[int, str | None]:
         log.info("incremental snapshot: starting the chunk job")
-        self.launched += 1
         raw = dict(self.ctl.cfg.origin.raw)
         return self._job.run("spark_jobs.incremental_chunks", "--raw", raw, root_level())

@@ -42,9 +42,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Plan = dict[
-    str, Any
-]  # table, key, lower, upper, max_key, condition, surrogate_key, completed, statuses, ends
+# table, key, lower, upper, max_key, condition, surrogate_key, completed, statuses, ends
+Plan = dict[str, Any]
 
 
 def plan_meta(plan: Plan, rows: int = 0) -> ChunkMeta:
@@ -151,8 +150,9 @@ def read_planned(
     src: ChunkSource, staging: Staging, chunk_id: str, plan: Plan, strategy: str, *, skip: bool = False
 ) -> int:
     """Read chunk `chunk_id` of `plan` in its own window and stage it (`skip`: its table was
-    stopped: staged without rows, so the stream moves past it); its rows read (None: staged
-    before). The close watermark is written last, once the rows are staged."""
+    stopped: staged without rows, so the stream moves past it); the rows it holds. The close
+    watermark is written last, once the rows are staged (a chunk staged before only gets it
+    again)."""
     staged = staging.read(chunk_id)
     if staged is not None:
         close_window(src, chunk_id, strategy, None)
@@ -178,18 +178,21 @@ def read_planned(
     return len(rows.afters)
 
 
-def chunk_source(cfg: ConnectorConfig) -> ChunkSource:
-    """The connector's chunk source (a connection of its own)."""
-    from connectors.signals.settings import signal_settings
+def chunk_source(cfg: ConnectorConfig, signal_table: str | None = None) -> ChunkSource:
+    """The connector's chunk source (a connection of its own); `signal_table`: the one named by
+    signal.data.collection (default: read from `cfg`; none with read.only)."""
+    if signal_table is None:
+        from connectors.signals.settings import signal_settings
 
-    signal_table = signal_settings(cfg).data_collection or ""
+        signal_table = signal_settings(cfg).data_collection
     if cfg.connector == "postgres":
+        assert signal_table is not None
         from connectors.snapshot.incremental_pg import PgChunkSource
 
         return PgChunkSource(cfg, signal_table)
     from connectors.snapshot.incremental_mysql import MySqlChunkSource
 
-    return MySqlChunkSource(cfg, signal_table)
+    return MySqlChunkSource(cfg, signal_table or "")  # read.only: no signal table written
 
 
 # --------------------------------------------------------------------------- one Spark task

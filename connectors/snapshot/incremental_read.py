@@ -42,6 +42,7 @@ from connectors.format.tableschema import TableSchema
 from connectors.snapshot.incremental_staging import ChunkMeta, Staging
 
 if TYPE_CHECKING:
+    from connectors.settings.config import ConnectorConfig
     from connectors.snapshot.incremental import IncrementalSnapshots, Progress
 
 log = logging.getLogger(__name__)
@@ -124,6 +125,13 @@ class ChunkSource(Protocol):
     def signal_exists(self, sid: str) -> bool: ...
 
     def close(self) -> None: ...
+
+
+def chunk_settings(cfg: ConnectorConfig) -> tuple[int, str]:
+    """(incremental.snapshot.chunk.size, incremental.snapshot.watermarking.strategy) of `cfg`."""
+    props = cfg.origin.properties
+    size = int(props.get("incremental.snapshot.chunk.size") or 1024)
+    return size, str(props.get("incremental.snapshot.watermarking.strategy") or "insert_insert").lower()
 
 
 def texts_of(arr: pa.Array | pa.ChunkedArray) -> list[str]:
