@@ -6,7 +6,7 @@ runs it instead. One job reads a connector's snapshots at a time (a lock on the 
 
 Driver loop: read the snapshot state the stream stored last (the chunks it emitted), plan the
 chunks after it up to 2 × `tidemark.incremental.snapshot.parallelism` (and about AHEAD_ROWS rows)
-ahead (`incremental_plan.plan_ahead`: how far the snapshot may run ahead of the stream), and keep
+ahead (`incremental_plan.lead`, `plan_ahead`: how far the snapshot may run ahead of the stream), and keep
 up to `parallelism` chunks being read at once (fewer while the stream lags), one Spark task each (`incremental_plan.run_planned`:
 open watermark, SELECT of the key range, staged rows, close watermark). The stream emits the
 chunks in order at their close watermarks. A paused snapshot reads nothing new; the job ends
@@ -28,7 +28,6 @@ from connectors.api import TidemarkError
 from connectors.settings.config import ConnectorConfig, from_mapping, load
 
 log = logging.getLogger("tidemark.incremental")
-AHEAD_ROWS = 16384
 
 
 def run(
@@ -43,17 +42,14 @@ def run(
     until the stream has emitted none of them for that long: it does not run); the chunks read."""
     from connectors.engine.wiring import StoredOffsets
     from connectors.snapshot.incremental import Progress
-    from connectors.snapshot.incremental_plan import Plan, chunk_source, plan_ahead, run_planned
+    from connectors.snapshot.incremental_plan import Plan, chunk_source, lead, plan_ahead, run_planned
     from connectors.snapshot.incremental_read import chunk_settings
     from connectors.snapshot.incremental_staging import Staging
     from spark_jobs.snapshot import spark_session
 
     chunk_size, strategy = chunk_settings(cfg)
     width = max(1, cfg.runtime.incremental_snapshot_parallelism)
-    # How far the snapshot may run ahead of the stream: chunks past the last one it emitted and
-    # stored, 2 x parallelism, and no more than about AHEAD_ROWS rows (the stream emits them in a
-    # burst when their windows close), but never fewer than the parallelism.
-    lead = max(width, min(2 * width, -(-AHEAD_ROWS // max(1, chunk_size))))
+    ahead_n = lead(chunk_size, width)  # how far the snapshot may run ahead of the stream
     raw = dict(cfg.origin.raw)
     stored = StoredOffsets(cfg)
     staging = Staging(cfg.warehouse, cfg.name)
@@ -112,7 +108,7 @@ def run(
                     mine = plans.get(p.snapshot_id)
                     if mine is None:
                         mine = plans[p.snapshot_id] = staging.plans(p.snapshot_id)
-                    ahead, new = plan_ahead(p, mine, src, chunk_size, lead)
+                    ahead, new = plan_ahead(p, mine, src, chunk_size, ahead_n)
                     if new:
                         staging.write_plans(p.snapshot_id, new)
                         mine.update(new)

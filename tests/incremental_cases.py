@@ -339,14 +339,21 @@ def schema_change_mid_snapshot(s: Setup, tmp_path: Path) -> None:
         stop(proc)
     assert "changed its schema while chunk" in log.read_text()
     after_ddl = [
-        p
-        for p in (cdc.payload(r) for r in bench_records(s.jsonl) if r["value"])
-        if p["op"] == "r" and (p["source"]["file"], p["source"]["pos"]) >= (file, pos)
+        r
+        for r in bench_records(s.jsonl)
+        if r["value"]
+        and (p := cdc.payload(r))["op"] == "r"
+        and (p["source"]["file"], p["source"]["pos"]) >= (file, pos)
     ]
     assert after_ddl, "no chunk went out after the DDL"
-    assert all(p["after"].get("extra") == 7 for p in after_ddl), (
+    assert all(cdc.payload(r)["after"].get("extra") == 7 for r in after_ddl), (
         "a chunk read before the DDL went out after it"
     )
+    # ... and with the new schema (where the record carries it)
+    for r in after_ddl:
+        if isinstance(r["value"], dict) and "schema" in r["value"]:
+            (after,) = [f for f in r["value"]["schema"]["fields"] if f["field"] == "after"]
+            assert "extra" in [f["field"] for f in after["fields"]], after
     keys = snapshot_keys(s.changelog)
     assert len(keys) == len(set(keys)) and len(keys) >= ROWS
 

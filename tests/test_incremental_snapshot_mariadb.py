@@ -43,9 +43,14 @@ def test_crash_before_offsets_stored(mariadb: Any, mariadb_database: str, tmp_pa
 
 
 @pytest.mark.timeout(2 * COMPLETE_S)
-def test_schema_change_mid_snapshot(mariadb: Any, mariadb_database: str, tmp_path: Path) -> None:
-    extra = {**cases.SIGKILL_SETTINGS, "incremental__snapshot__allow__schema__changes": "true"}
-    s = _setup(mariadb, mariadb_database, tmp_path, 7305, **extra)
+@pytest.mark.parametrize("reader", ["thread", "spark"])
+def test_schema_change_mid_snapshot(mariadb: Any, mariadb_database: str, tmp_path: Path, reader: str) -> None:
+    extra = {
+        **(cases.SPARK_SETTINGS if reader == "spark" else {}),
+        **cases.SIGKILL_SETTINGS,  # (small chunks: the DDL comes while many are left)
+        "incremental__snapshot__allow__schema__changes": "true",
+    }
+    s = _setup(mariadb, mariadb_database, tmp_path, 7305 + 8 * (reader == "spark"), **extra)
     cases.schema_change_mid_snapshot(s, tmp_path)
 
 

@@ -62,6 +62,7 @@ from connectors.signals.model import (
 from connectors.signals.notify import Notifier
 from connectors.signals.processor import Handlers
 from connectors.snapshot.incremental_gtid import GtidWindows
+from connectors.snapshot.incremental_plan import lead
 from connectors.snapshot.incremental_read import (
     WINDOW_CLOSE,
     WINDOW_OPEN,
@@ -271,6 +272,11 @@ class IncrementalSnapshots:
         self._notice_thread: threading.Thread | None = None
         # tidemark.incremental.snapshot.reader=spark: the chunk job reads, started by `launcher`
         self.spark = cfg.runtime.incremental_snapshot_reader == "spark"
+        # A chunk read again after DDL gets a new number past every chunk read ahead: the thread
+        # reader reads one ahead; the Spark job plans up to `lead` past the last one stored.
+        self._reread_skip = 2
+        if self.spark:
+            self._reread_skip = 1 + lead(self.chunk_size, cfg.runtime.incremental_snapshot_parallelism)
         self.launcher: Any = None
         # The stream goes first: a chunk's rows share the engine and the sinks with it, so no new
         # chunk window opens while the stream lags more than this (for at most HOLD_MAX_S a chunk).
@@ -586,14 +592,15 @@ class IncrementalSnapshots:
         meta = staged.meta
         if self._ddl_before(meta.table, watermark.pos):
             # As Debezium's rereadChunk: the rows may have been read before the DDL; read the
-            # same key range again in a new window (the chunk read ahead is skipped with it).
+            # same key range again in a new window (the chunks read ahead are skipped with it,
+            # and the Spark job plans afresh: no plan exists at the new number).
             log.info(
                 "incremental snapshot: %s changed its schema while chunk %s was out; reading it again",
                 meta.table,
                 p.chunk_id,
             )
             self._chunk_schemas.pop(p.chunk_id, None)
-            p.chunk_seq += 2
+            p.chunk_seq += self._reread_skip
             p.window_open, p.window_keys = False, []
             self._cond.notify_all()
             return []
@@ -752,6 +759,9 @@ class IncrementalSnapshots:
         is read again."""
         with self._cond:
             self._stale.update(tables)
+            if self.spark:  # (the thread reader publishes the schema each chunk was read with)
+                for t in tables:
+                    self._schemas.pop(t, None)
             p = self.progress
             if self.allow_schema_changes and p is not None:
                 watched = set(p.tables)

@@ -50,6 +50,7 @@ class MySqlChunkSource(SignalRows):
             for stmt in SESSION_STATEMENTS:
                 cur.execute(stmt)
         self._tables: dict[str, tuple[TableSchema, SnapshotRows, Table] | None] = {}
+        self._ddl: dict[str, str] = {}  # the SHOW CREATE TABLE text each cached model came from
         self._signal = _name(signal_table)
         self._mariadb: bool | None = None
 
@@ -114,7 +115,7 @@ class MySqlChunkSource(SignalRows):
                 cur.execute(f"SHOW CREATE TABLE {_name(table)}")
             except pymysql.err.ProgrammingError:
                 return None  # no such table
-            ddl = cur.fetchone()[1]
+            ddl = self._ddl[table] = cur.fetchone()[1]
             cur.execute("SELECT @@character_set_server")
             tables = Tables(server_charset=str(cur.fetchone()[0]))
             cur.execute(
@@ -137,6 +138,21 @@ class MySqlChunkSource(SignalRows):
 
     def forget(self, table: str) -> None:
         self._tables.pop(table, None)
+
+    def refresh(self, table: str) -> None:
+        # One round trip per chunk: the definition text changes with every ALTER TABLE.
+        import pymysql
+
+        if table not in self._tables:
+            return
+        with self.conn.cursor() as cur:
+            try:
+                cur.execute(f"SHOW CREATE TABLE {_name(table)}")
+                ddl = cur.fetchone()[1]
+            except pymysql.err.ProgrammingError:
+                ddl = None  # dropped: `table` finds it gone
+        if ddl != self._ddl.get(table):
+            self.forget(table)
 
     def columns(self, table: str) -> list[str]:
         found = self._model(table)

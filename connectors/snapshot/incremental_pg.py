@@ -96,6 +96,9 @@ class PgChunkSource(SignalRows):
     def forget(self, table: str) -> None:
         self._tables.pop(table, None)
 
+    def refresh(self, table: str) -> None:
+        pass  # PostgreSQL's DDL is not in its log: the schema read at first use, as the thread reader
+
     def columns(self, table: str) -> list[str]:
         found = self.table(table)
         return [] if found is None else [c.name for c in found[0].columns]

@@ -108,6 +108,10 @@ class ChunkSource(Protocol):
 
     def forget(self, table: str) -> None: ...
 
+    def refresh(self, table: str) -> None:
+        """Forget `table`'s schema if its definition changed since it was read (the Spark job's
+        workers do not see the stream's DDL, which makes the thread reader call `forget`)."""
+
     def columns(self, table: str) -> list[str]: ...
 
     def max_key(self, table: str, key: Sequence[str], condition: str | None) -> list[Any] | None: ...
