@@ -1,7 +1,7 @@
 """The stream DAG under a real, running Airflow 3 (`airflow standalone`: scheduler with the
 LocalExecutor and its task supervisor, DAG processor, triggerer and API server; SQLite metadata
-database in a temporary AIRFLOW_HOME) with a connector on the suite's PostgreSQL. Everything a
-user does goes through Airflow's REST API, as the UI does.
+database in a temporary AIRFLOW_HOME) with a connector on the suite's PostgreSQL (`shop`) and one
+on its MariaDB (`mshop`). Everything a user does goes through Airflow's REST API, as the UI does.
 
 1. An incremental snapshot requested from the snapshot DAG's form: the `execute-snapshot`
    signal lands in `_state/signals`, the stream DAG's `read_chunks` task runs the chunk job
@@ -9,7 +9,10 @@ user does goes through Airflow's REST API, as the UI does.
    (not a test process) emits the chunks, and the DAG's deferrable sensor completes on the COMPLETED notification in
    `_state/notifications` (which the status page's API lists too). Then the same from the
    status page in headless Chromium: its button starts one, the page shows it reach COMPLETED;
-   and a scheduled one (`tidemark.airflow.snapshot.schedule`) of the configured tables.
+   and a scheduled one (`tidemark.airflow.snapshot.schedule`) of the configured tables. A
+   blocking one from the DAG's form: the stream task's connector pauses, its Spark job reads the
+   table, streaming goes on, the sensor completes. MariaDB: an incremental snapshot read by its
+   own stream DAG's `read_chunks` task, then a blocking one.
 2. The connector process is SIGKILLed: the stream task fails, Airflow retries it after its
    backoff, and the retry streams on from the stored offset: no change is lost. The task
    process is SIGKILLed (a dying worker): its connector stops cleanly, the retry streams on.
@@ -33,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import mycdc
 import orjson
 import pgcdc
 import pytest
@@ -45,9 +49,11 @@ BIN = Path(sys.executable).parent
 PASSWORD = "supervised-test-password"
 CHROMIUM = "/usr/bin/chromium"
 PREFIX = "afsup"
+MY_PREFIX = "afsupmy"  # the MariaDB connector `mshop`
 PARALLELISM = 2  # chunks the Spark job reads at once; it plans at most twice that many ahead
 AHEAD_ROWS = 2 * PARALLELISM * 100  # rows of the chunks that may go out after a pause or stop
 STREAM, SNAPSHOT = "tidemark_shop_stream", "tidemark_shop_snapshot"
+MY_STREAM, MY_SNAPSHOT = "tidemark_mshop_stream", "tidemark_mshop_snapshot"
 pytestmark = pytest.mark.timeout(600)
 
 
@@ -135,7 +141,14 @@ def shop(pg: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
         tidemark__incremental__snapshot__reader="spark",
         tidemark__incremental__snapshot__parallelism=str(PARALLELISM),
     )
-    yield {"conn": conn, "warehouse": work / "warehouse", "connectors": connectors, "slot": slot, "db": db}
+    yield {
+        "conn": conn,
+        "warehouse": work / "warehouse",
+        "connectors": connectors,
+        "slot": slot,
+        "db": db,
+        "prefix": PREFIX,
+    }
     conn.close()
     with pg.connect() as c, c.cursor() as cur:
         cur.execute(
@@ -151,7 +164,43 @@ def shop(pg: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
 
 
 @pytest.fixture(scope="module")
-def airflow(shop: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Airflow]:
+def mshop(
+    mariadb: Any, shop: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Any]]:
+    """A MariaDB database with `items` (300 rows) and the signal table, and its connector file
+    `mshop.properties` next to `shop`'s (its DAGs wait paused until its test)."""
+    from connectors.app.embedded.util import unique_server_id
+
+    work = tmp_path_factory.mktemp("af_sup_my")
+    db = mariadb.create_database(unique_name("supmy"))
+    mariadb.execute("CREATE TABLE items (id int PRIMARY KEY, name varchar(32) NOT NULL)", database=db)
+    mariadb.execute("INSERT INTO items SELECT seq, concat('item ', seq) FROM seq_1_to_300", database=db)
+    mariadb.execute(
+        "CREATE TABLE debezium_signal (id varchar(64) PRIMARY KEY, type varchar(32) NOT NULL, data text)",
+        database=db,
+    )
+    mycdc.write_config(
+        shop["connectors"] / "mshop.properties",
+        mariadb,
+        server_id=unique_server_id(),
+        db=db,
+        prefix=MY_PREFIX,
+        sinks="delta",
+        warehouse=work / "warehouse",
+        signal__data__collection=f"{db}.debezium_signal",
+        signal__poll__interval__ms="200",
+        incremental__snapshot__chunk__size="100",
+        tidemark__incremental__snapshot__reader="spark",
+        tidemark__incremental__snapshot__parallelism=str(PARALLELISM),
+    )
+    yield {"server": mariadb, "db": db, "warehouse": work / "warehouse", "prefix": MY_PREFIX}
+    mariadb.drop_database(db)
+
+
+@pytest.fixture(scope="module")
+def airflow(
+    shop: dict[str, Any], mshop: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Airflow]:
     """`airflow standalone` on a free port, its DAGs parsed; user admin / PASSWORD."""
     work = tmp_path_factory.mktemp("af_sup_home")
     home = work / "airflow"
@@ -184,7 +233,7 @@ def airflow(shop: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> I
         assert proc.poll() is None, f"airflow standalone exited with {proc.returncode}"
         af = Airflow(url, home, log)
         dags = {d["dag_id"] for d in af.call("GET", "/api/v2/dags", params={"limit": 100})["dags"]}
-        return af if {STREAM, SNAPSHOT} <= dags else None
+        return af if {STREAM, SNAPSHOT, MY_STREAM, MY_SNAPSHOT} <= dags else None
 
     try:
         af = wait_until(
@@ -202,7 +251,7 @@ def airflow(shop: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> I
 def status(shop: dict[str, Any]) -> list[dict[str, Any]]:
     from connectors.engine.status import read_status
 
-    return read_status(shop["warehouse"], PREFIX)
+    return read_status(shop["warehouse"], shop["prefix"])
 
 
 def running_pid(shop: dict[str, Any], not_pid: int | None = None) -> int | None:
@@ -215,7 +264,7 @@ def running_pid(shop: dict[str, Any], not_pid: int | None = None) -> int | None:
 
 def changes(shop: dict[str, Any], op: str, table: str = "public.items") -> list[int]:
     """The ids of the `table` change events with `op` in the change log."""
-    changelog = shop["warehouse"] / PREFIX / "changelog"
+    changelog = shop["warehouse"] / shop["prefix"] / "changelog"
     if not changelog.exists():
         return []
     rows = delta_rows(changelog, ["collection", "op", "key"])
@@ -236,6 +285,31 @@ def stream_run(af: Airflow) -> dict[str, Any]:
     return runs[0]
 
 
+def snapshot_run(af: Airflow, dag_id: str, conf: dict[str, Any]) -> dict[str, Any]:
+    """A run of snapshot DAG `dag_id` triggered with `conf` (the trigger form), once it succeeded."""
+    run = af.call("POST", f"/api/v2/dags/{dag_id}/dagRuns", json={"logical_date": None, "conf": conf})
+    assert run_end(af, dag_id, run["dag_run_id"])["state"] == "success", af.tail()
+    return dict(run)
+
+
+def run_end(af: Airflow, dag_id: str, run_id: str) -> dict[str, Any]:
+    """Run `run_id` of `dag_id` once it succeeded or failed."""
+    return dict(
+        wait_until(
+            lambda: (
+                r
+                if (r := af.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}"))["state"]
+                in ("success", "failed")
+                else None
+            ),
+            300,
+            f"the {dag_id} run ends",
+            interval=2,
+            on_timeout=af.tail,
+        )
+    )
+
+
 def test_incremental_snapshot_from_the_dag_runs_in_the_supervised_stream(
     airflow: Airflow, shop: dict[str, Any]
 ) -> None:
@@ -252,24 +326,7 @@ def test_incremental_snapshot_from_the_dag_runs_in_the_supervised_stream(
     wait_until(lambda: len(changes(shop, "c")) == 10, 60, "10 inserts in the change log", interval=1)
 
     af.unpause(SNAPSHOT)
-    run = af.call(
-        "POST",
-        f"/api/v2/dags/{SNAPSHOT}/dagRuns",
-        json={"logical_date": None, "conf": {"type": "incremental", "tables": ["public.items"]}},
-    )
-    final = wait_until(
-        lambda: (
-            r
-            if (r := af.call("GET", f"/api/v2/dags/{SNAPSHOT}/dagRuns/{run['dag_run_id']}"))["state"]
-            in ("success", "failed")
-            else None
-        ),
-        300,
-        "the snapshot DAG run ends",
-        interval=2,
-        on_timeout=af.tail,
-    )
-    assert final["state"] == "success", af.tail()
+    run = snapshot_run(af, SNAPSHOT, {"type": "incremental", "tables": ["public.items"]})
     # The run went through the signal, not the Spark job, and the sensor deferred on the trigger.
     states = {
         t: af.ti(SNAPSHOT, run["dag_run_id"], t)["state"]
@@ -437,6 +494,82 @@ def test_pause_resume_and_stop_from_the_status_page(airflow: Airflow, shop: dict
     assert read() <= stopped + AHEAD_ROWS
 
 
+def test_blocking_snapshot_from_the_dag_pauses_the_supervised_stream(
+    airflow: Airflow, shop: dict[str, Any]
+) -> None:
+    """`type: blocking` from the snapshot DAG's form: the running stream task's connector pauses,
+    its Spark job snapshots the table, and streaming goes on from where it paused."""
+    af = airflow
+    pid = wait_until(lambda: running_pid(shop), 60, "a running connector", interval=1, on_timeout=af.tail)
+    before = len(changes(shop, "r"))
+    run = snapshot_run(af, SNAPSHOT, {"type": "blocking", "tables": ["public.items"]})
+    assert af.ti(SNAPSHOT, run["dag_run_id"], "send_signal")["state"] == "success"
+    assert len(changes(shop, "r")) == before + 510  # every row of items, once
+    with shop["conn"].cursor() as cur:
+        cur.execute("INSERT INTO big VALUES (100002, 'after the blocking snapshot')")
+    wait_until(lambda: 100_002 in changes(shop, "c", "public.big"), 60, "a change after the snapshot")
+    assert running_pid(shop) == pid  # the same stream task's connector paused and went on
+    assert "streaming resumes where it paused" in af.task_logs(STREAM), af.tail()
+    # The sensor ended on the job's notification (Debezium's blocking snapshots send the initial
+    # snapshot's); the status page shows the job's progress.
+    assert "Initial Snapshot COMPLETED" in af.task_logs(SNAPSHOT)
+    job = af.call("GET", "/tidemark/api/connectors/shop")["snapshot"]
+    assert job["kind"] == "blocking" and job["completed"] and job["rows"] == 510, job
+
+
+def test_mariadb_incremental_and_blocking_snapshots_from_the_dags(
+    airflow: Airflow, mshop: dict[str, Any]
+) -> None:
+    """The MariaDB connector under the same Airflow: its stream DAG streams, an incremental
+    snapshot from its snapshot DAG is read by the chunk job of its `read_chunks` task
+    (spark-submit) and emitted by the stream task's connector, then a blocking one pauses it."""
+    af, server, db = airflow, mshop["server"], mshop["db"]
+    table = f"{db}.items"
+    af.unpause(MY_STREAM)
+    try:
+        pid = wait_until(
+            lambda: running_pid(mshop),
+            180,
+            "the MariaDB stream task's connector reports `running`",
+            interval=1,
+            on_timeout=af.tail,
+        )
+        server.execute("INSERT INTO items SELECT seq, concat('new ', seq) FROM seq_1001_to_1010", database=db)
+        wait_until(
+            lambda: len(changes(mshop, "c", table)) == 10, 60, "10 inserts in the change log", interval=1
+        )
+
+        af.unpause(MY_SNAPSHOT)
+        run = snapshot_run(af, MY_SNAPSHOT, {"type": "incremental", "tables": [table]})
+        assert sorted(changes(mshop, "r", table)) == [*range(1, 301), *range(1001, 1011)]
+        logs = af.task_logs(MY_STREAM)
+        assert "starting the chunk job" in logs and "chunks read" in logs, af.tail()
+        assert "Incremental Snapshot COMPLETED" in af.task_logs(MY_SNAPSHOT)
+
+        run = snapshot_run(af, MY_SNAPSHOT, {"type": "blocking", "tables": [table]})
+        assert af.ti(MY_SNAPSHOT, run["dag_run_id"], "send_signal")["state"] == "success"
+        assert sorted(changes(mshop, "r", table)) == sorted(2 * [*range(1, 301), *range(1001, 1011)])
+        server.execute("INSERT INTO items VALUES (2001, 'after the blocking snapshot')", database=db)
+        wait_until(lambda: 2001 in changes(mshop, "c", table), 60, "a change after the snapshot")
+        assert running_pid(mshop) == pid
+    finally:
+        af.unpause(MY_SNAPSHOT, paused=True)
+        stop_stream(af, MY_STREAM)
+
+
+def stop_stream(af: Airflow, dag_id: str) -> None:
+    """Pause stream DAG `dag_id` and mark its running task failed (the UI's "Mark as failed"):
+    its connector stops."""
+    af.unpause(dag_id, paused=True)
+    for run in af.runs(dag_id):
+        if run["state"] == "running":
+            af.call(
+                "PATCH",
+                f"/api/v2/dags/{dag_id}/dagRuns/{run['dag_run_id']}/taskInstances/stream",
+                json={"new_state": "failed"},
+            )
+
+
 def test_scheduled_incremental_snapshot_of_the_configured_tables(
     airflow: Airflow, shop: dict[str, Any]
 ) -> None:
@@ -459,18 +592,7 @@ def test_scheduled_incremental_snapshot_of_the_configured_tables(
         interval=2,
         on_timeout=af.tail,
     )
-    final = wait_until(
-        lambda: (
-            r
-            if (r := af.call("GET", f"/api/v2/dags/{SNAPSHOT}/dagRuns/{run['dag_run_id']}"))["state"]
-            in ("success", "failed")
-            else None
-        ),
-        300,
-        "the scheduled snapshot run ends",
-        interval=2,
-        on_timeout=af.tail,
-    )
+    final = run_end(af, SNAPSHOT, run["dag_run_id"])
     # One scheduled run is enough. Not earlier: a paused DAG's tasks are not queued, and the
     # run's tasks read the file.
     af.unpause(SNAPSHOT, paused=True)

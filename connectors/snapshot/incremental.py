@@ -646,13 +646,25 @@ class IncrementalSnapshots:
                 sends.append(partial(n.table_scan_completed, correlation, tables, table, total, "SUCCEEDED"))
         if done:
             sends.append(partial(n.completed, correlation))
-        for send in sends:
-            self._notices.put(send)
-        if self._notice_thread is None or not self._notice_thread.is_alive():
-            self._notice_thread = threading.Thread(
-                target=self._send_notices, name="tidemark-notices", daemon=True
-            )
-            self._notice_thread.start()
+        self._queue_notices(sends)
+
+    def _queue_notices(self, sends: list[Callable[[], Any]]) -> None:
+        with self._cond:  # (the engine's and the signal thread: one sender keeps the order)
+            for send in sends:
+                self._notices.put(send)
+            if self._notice_thread is None or not self._notice_thread.is_alive():
+                self._notice_thread = threading.Thread(
+                    target=self._send_notices, name="tidemark-notices", daemon=True
+                )
+                self._notice_thread.start()
+
+    def _notify(self, send: Callable[[], Any]) -> None:
+        """A notification of a signal: with the Spark reader after those of the chunks that went
+        out before it (they are queued), else at once."""
+        if self.spark:
+            self._queue_notices([send])
+        else:
+            send()
 
     def _send_notices(self) -> None:
         while True:
@@ -972,7 +984,13 @@ class IncrementalSnapshots:
             if self.progress is None:
                 self._ended = (p.snapshot_id, gen)
         log.info("incremental snapshot: stopped %s", ", ".join(gone) or "nothing")
-        self.notifier.incremental_snapshot.aborted(correlation, gone if request.data_collections else None)
+        self._notify(
+            partial(
+                self.notifier.incremental_snapshot.aborted,
+                correlation,
+                gone if request.data_collections else None,
+            )
+        )
         self._wait_stored(gen)
         return f"stopped: {', '.join(gone)}" if gone else "no table of the snapshot matched"
 
@@ -996,10 +1014,8 @@ class IncrementalSnapshots:
             p.paused = paused
             gen = self._changed(signal)
             correlation, tables = p.correlation_id, p.tables
-        if paused:
-            self.notifier.incremental_snapshot.paused(correlation, tables)
-        else:
-            self.notifier.incremental_snapshot.resumed(correlation, tables)
+        n = self.notifier.incremental_snapshot
+        self._notify(partial(n.paused if paused else n.resumed, correlation, tables))
         self._wait_stored(gen)
         return "paused" if paused else "resumed"
 

@@ -204,11 +204,22 @@ class Staging:
         self._append(data)
 
     def _append(self, data: pa.Table) -> None:
-        from deltalake.exceptions import DeltaError
+        from deltalake.exceptions import CommitFailedError, DeltaError
+        from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random
 
         with self._lock:
             try:
-                self._commit(data)
+                # The stream deletes an ended snapshot's chunks while the job may still append one
+                # of it (a stop mid-chunk): delta-rs fails such an append; on the newer version it
+                # commits. (Appends among themselves are retried by delta-rs itself.)
+                for attempt in Retrying(
+                    retry=retry_if_exception_type(CommitFailedError),
+                    stop=stop_after_attempt(5),
+                    wait=wait_random(0.05, 0.5),
+                    reraise=True,
+                ):
+                    with attempt:
+                        self._commit(data)
             except (DeltaError, OSError) as e:
                 raise storage_error(e, self.uri, "the incremental snapshot staging table") from None
 

@@ -44,7 +44,7 @@ SNAPSHOT_TYPES = ("initial", "incremental", "blocking")
 AGGREGATE_TYPES = {
     "initial": ["Initial Snapshot"],
     "incremental": ["Incremental Snapshot"],
-    "blocking": ["Blocking Snapshot", "Initial Snapshot"],
+    "blocking": ["Initial Snapshot"],  # (as Debezium: a blocking snapshot sends these)
 }
 
 
@@ -381,7 +381,10 @@ def send_snapshot_signal(cfg: ConnectorConfig, request: Mapping[str, Any]) -> di
     return {
         "since_ms": since,
         "aggregate_types": AGGREGATE_TYPES[request["type"]],
-        "id": sid,
+        # An incremental snapshot's notifications carry the signal's id; a blocking one sends
+        # the initial snapshot's, each with an id of its own (as Debezium): the first to end it
+        # after the signal was sent.
+        "id": sid if request["type"] == "incremental" else None,
         "signal_id": sid,
     }
 

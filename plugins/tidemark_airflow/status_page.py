@@ -1,9 +1,9 @@
 """The Tidemark status page: a FastAPI app the plugin mounts at `/tidemark` on Airflow's API server.
 
 Every configured connector (the DAG factory's connector files) with its state, source position,
-lag, events/s, last error (from `<warehouse>/_state/status`), its newest snapshot's progress
-(chunks done/total, rows, ETA, from `_state/snapshots`), the newest incremental or blocking
-snapshot's progress (state, chunks, tables done, the key it is at; from its notifications),
+lag, events/s, last error (from `<warehouse>/_state/status`), its newest Spark snapshot job's
+progress, initial or blocking (chunks done/total, rows, ETA, from `_state/snapshots`), the newest
+incremental snapshot's progress (state, chunks, tables done, the key it is at; from its notifications),
 recent notifications (`_state/notifications`) and an events/s + lag chart of the last hour. Actions write signals to
 the Delta signal channel (`_state/signals`): start an incremental or blocking snapshot of chosen
 tables, pause / resume / stop the running one. It reads Delta tables only, never task logs.
@@ -75,18 +75,30 @@ def _status(cf: ConnectorFile) -> dict[str, Any]:
 
 
 def _snapshot(cf: ConnectorFile) -> dict[str, Any] | None:
+    """The newest Spark snapshot job's progress: the initial snapshot's or a blocking one's."""
+    from connectors.snapshot.blocking import progress_key
+
+    assert cf.cfg is not None
+    found = [
+        s
+        for key, kind in ((cf.cfg.name, "initial"), (progress_key(cf.cfg.name), "blocking"))
+        if (s := _progress(cf.cfg.warehouse, key, kind)) is not None
+    ]
+    return max(found, key=lambda s: str(s["started_at"])) if found else None
+
+
+def _progress(warehouse: str, key: str, kind: str) -> dict[str, Any] | None:
     from deltalake import DeltaTable
 
     from connectors.snapshot.progress import SnapshotProgress
 
-    assert cf.cfg is not None
-    progress = SnapshotProgress(cf.cfg.warehouse, cf.cfg.name)
+    progress = SnapshotProgress(warehouse, key)
     state = progress.latest()
     if state is None:
         return None
     t = DeltaTable(progress.table_uri).to_pyarrow_table(
         columns=["event", "at"],
-        filters=[("connector", "=", cf.cfg.name), ("snapshot_id", "=", state.snapshot_id)],
+        filters=[("connector", "=", key), ("snapshot_id", "=", state.snapshot_id)],
     )
     times = t.to_pylist()
     started = min(r["at"] for r in times)
@@ -97,6 +109,7 @@ def _snapshot(cf: ConnectorFile) -> dict[str, Any] | None:
         eta = elapsed / done * (total - done)
     return {
         "snapshot_id": state.snapshot_id,
+        "kind": kind,
         "started_at": _ts(started),
         "chunks_total": total,
         "chunks_done": done,
@@ -124,7 +137,7 @@ def _notifications(rows: list[dict[str, Any]], n: int = 20) -> list[dict[str, An
     ]
 
 
-SIGNALLED = ("Incremental Snapshot", "Blocking Snapshot")
+SIGNALLED = ("Incremental Snapshot",)  # (a blocking snapshot's progress is the Spark job's)
 ENDED = {"COMPLETED", "ABORTED"}
 # The notifications that change a snapshot's phase; a chunk read while a pause took effect still
 # reports IN_PROGRESS after PAUSED, and must not make a paused snapshot look running.
@@ -132,7 +145,7 @@ PHASES = {"STARTED", "PAUSED", "RESUMED", *ENDED}
 
 
 def _signalled_snapshot(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The newest incremental or blocking snapshot, from its notifications (all under the
+    """The newest incremental snapshot, from its notifications (all under the
     signal's id): its state (the newest notification's type), tables, the table being read and
     the last / maximum key read, chunks read so far, rows of the tables done. A snapshot's size
     is not known in advance (it reads by key up to the maximum key of the table it is on)."""
@@ -327,7 +340,7 @@ async function refresh() {
     const s = d.snapshot;
     el.querySelector(".snap").innerHTML = s ? `<span class="snap-state">${s.completed ? "COMPLETED" : "running"}</span>:
       chunks <span class="chunks">${s.chunks_done}/${s.chunks_total}</span>, ${s.rows} rows
-      ${s.eta_s == null ? "" : ", about " + Math.round(s.eta_s) + " s left"} <small>(${esc(s.tables.join(", "))}, started ${esc(s.started_at)})</small>`
+      ${s.eta_s == null ? "" : ", about " + Math.round(s.eta_s) + " s left"} <small>(${esc(s.kind)}: ${esc(s.tables.join(", "))}, started ${esc(s.started_at)})</small>`
       : "none yet";
     const g = d.signalled_snapshot;
     el.querySelector(".sig-snap").innerHTML = g ? `${esc(g.kind)} snapshot <code>${esc(g.id)}</code>:
