@@ -46,6 +46,7 @@ from typing import Any
 
 from _common import (
     ROOT,
+    RssMonitor,
     bench_session,
     emit,
     log,
@@ -58,6 +59,7 @@ from _common import (
 )
 
 PUBLICATION = "latency_pub"
+SNAPSHOT_TARGET = 3.0  # Tidemark's incremental snapshot rows/s over Debezium's (issue target)
 TABLE = "lat"
 TARGET_P99_MS = 50.0  # issue 8: jsonl and Kafka
 # consumer -> (what it is: a TIDEMARK_CONSUMERS name or "debezium", extra properties)
@@ -352,15 +354,16 @@ class Seen:
             if extra and "version" in extra[0]:
                 self.versions.append((t, extra[0]["version"], len(ids)))
 
-    def wait_for(self, ids: range, timeout: float, alive: Any) -> int:
+    def wait_for(self, ids: range, timeout: float, alive: Any, interval: float = 0.05) -> int:
         """Wait until every id was seen (or ``timeout`` s, or ``alive()`` is false); returns how many were."""
         deadline = time.monotonic() + timeout
+        missing: Any = ids
         while True:
             self.refresh()
-            got = sum(1 for i in ids if i in self.first)
-            if got == len(ids) or time.monotonic() > deadline or not alive():
-                return got
-            time.sleep(0.05)
+            missing = [i for i in missing if i not in self.first]  # (shrinks: big ranges stay cheap)
+            if not missing or time.monotonic() > deadline or not alive():
+                return len(ids) - len(missing)
+            time.sleep(interval)
 
 
 def percentiles(values: list[float]) -> dict[str, float | None]:
@@ -510,6 +513,7 @@ def measure(name: str, idx: int, pg: Any, kafka: Any, base: Path, a: argparse.Na
                 stderr=subprocess.STDOUT,
             )
             procs.append((consumer, "stdin"))
+            rss = RssMonitor(consumer.pid)
         else:
             props = {
                 **pg_tidemark_props(pg, slot, PUBLICATION),
@@ -547,6 +551,7 @@ def measure(name: str, idx: int, pg: Any, kafka: Any, base: Path, a: argparse.Na
             logs.append(consumer_log.open("wb"))
             consumer = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=logs[-1], env=env, cwd=ROOT)
             procs.append((consumer, "term"))
+            rss = RssMonitor(consumer.pid)  # (the connector and its children: a Spark job's JVM too)
         wait_slot_active(pg, slot, a.start_timeout, consumer, consumer_log)
 
         def alive() -> bool:
@@ -562,6 +567,7 @@ def measure(name: str, idx: int, pg: Any, kafka: Any, base: Path, a: argparse.Na
         first += warm_n
         if a.incremental_rows:
             data = json.dumps({"data-collections": [f"public.{BIG}"], "type": "incremental"})
+            signalled = time.time()
             pg.execute(
                 f"INSERT INTO {SIGNAL_TABLE} VALUES (%s, 'execute-snapshot', %s)", (f"lat-{idx}", data)
             )
@@ -571,10 +577,13 @@ def measure(name: str, idx: int, pg: Any, kafka: Any, base: Path, a: argparse.Na
         g = run_generator(work, "measured", pg, first, n, a.rate)
         ids = range(first, first + n)
         got = seen.wait_for(ids, a.drain, alive)
+        if a.incremental_rows:  # the snapshot's own pace: wait for its last row too (bounded)
+            seen.wait_for(range(1, a.incremental_rows + 1), a.snapshot_drain, alive, interval=0.5)
         cpu = tree_cpu_s(consumer.pid)
         watcher_cpu = tree_cpu_s(procs[0][0].pid) if len(procs) > 1 else None
         load1 = os.getloadavg()[0]
     finally:
+        peak_mb = rss.stop() if "rss" in locals() else None
         codes = [stop_process(p, how) for p, how in reversed(procs)]
         for f in logs:
             f.close()
@@ -612,17 +621,24 @@ def measure(name: str, idx: int, pg: Any, kafka: Any, base: Path, a: argparse.Na
         "generator": gen,
         "settings": settings,
         "consumer_cpu_s": cpu,
+        "peak_rss_mb": round(peak_mb, 1) if peak_mb is not None else None,
         "watcher_cpu_s": watcher_cpu,
         "load_average": [round(load0, 2), round(load1, 2)],
     }
     if a.incremental_rows:
         snap = [seen.first[i][0] for i in range(1, a.incremental_rows + 1) if i in seen.first]
         during = sum(1 for t in snap if g["commit"][0] <= t <= g["commit"][-1])
+        done = len(snap) == a.incremental_rows
         line["incremental_snapshot"] = {
             "rows": a.incremental_rows,
             "rows_in_sink_during_measurement": during,
             "rows_per_s_during_measurement": round(during / max(1e-9, g["commit"][-1] - g["commit"][0])),
             "rows_in_sink_at_end": len(snap),
+            # signal row inserted -> the last snapshot row in the sink (the workload runs meanwhile
+            # for --seconds; the rest of the snapshot runs on an idle stream)
+            "completed": done,
+            "seconds": round(max(snap) - signalled, 2) if done else None,
+            "rows_per_s": round(len(snap) / (max(snap) - signalled)) if done else None,
         }
         if not during:
             line["error"] = "no snapshot row reached the sink while the workload ran"
@@ -704,6 +720,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="measure while an incremental snapshot of an N-row table runs (default 0: none)",
     )
+    ap.add_argument(
+        "--snapshot-drain",
+        type=float,
+        default=600.0,
+        help="with --incremental-rows: seconds to wait after the workload for the snapshot's last row (default 600)",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the work directory (configs, logs, stamps)")
     ap.add_argument("--generator-child", metavar="SPEC", help=argparse.SUPPRESS)
     ap.add_argument(
@@ -745,14 +767,49 @@ def main(argv: list[str] | None = None) -> int:
                 cur.execute(INCREMENTAL_SQL, {"rows": a.incremental_rows})
         if a.offsets_history > 0 and any(CONSUMERS[c][0] != "debezium" for c in chosen):
             a.history_dir = offsets_history(base / "offsets-history", a.offsets_history)
+        lines: dict[str, dict[str, Any]] = {}
         for idx, name in enumerate(chosen):
             log(f"{name}: starting")
             try:
-                emit(measure(name, idx, pg, kafka, base, a))
+                lines[name] = measure(name, idx, pg, kafka, base, a)
+                emit(lines[name])
             except Exception as e:  # noqa: BLE001 - report and go on with the other consumers
                 log(f"{name} FAILED: {e}")
                 emit({"bench": "latency", "consumer": name, "error": str(e)[:500]})
+        if a.incremental_rows:
+            for line in snapshot_ratios(lines):
+                emit(line)
     return 0
+
+
+def snapshot_ratios(lines: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each Tidemark consumer's incremental snapshot rows/s (signal to last row) over Debezium's
+    in the same run (target 3x), with both streams' p99 under the snapshot."""
+
+    def rate(line: dict[str, Any]) -> float | None:
+        return (line.get("incremental_snapshot") or {}).get("rows_per_s")
+
+    base = next((n for n in ("debezium", "debezium_poll10ms") if n in lines and rate(lines[n])), None)
+    if base is None:
+        return []
+    out = []
+    for name, line in lines.items():
+        if CONSUMERS[name][0] == "debezium" or not rate(line):
+            continue
+        value = rate(line) / rate(lines[base])  # type: ignore[operator]
+        out.append(
+            {
+                "bench": "latency",
+                "ratio": f"{name}/{base}",
+                "of": "incremental snapshot rows/s",
+                "value": round(value, 2),
+                "target": SNAPSHOT_TARGET,
+                "meets_target": value >= SNAPSHOT_TARGET,
+                "p99_ms": line["p99_ms"],
+                f"{base}_p99_ms": lines[base]["p99_ms"],
+            }
+        )
+    return out
 
 
 if __name__ == "__main__":

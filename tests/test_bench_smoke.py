@@ -110,3 +110,6 @@ def test_latency_during_incremental_snapshot() -> None:
     assert (
         snap["rows"] == 20000 and 0 < snap["rows_in_sink_during_measurement"] <= snap["rows_in_sink_at_end"]
     )
+    # the bench waits for the snapshot's last row: its own pace, and the connector's peak memory
+    assert snap["completed"] and snap["rows_in_sink_at_end"] == 20000 and snap["rows_per_s"] > 0, snap
+    assert d["peak_rss_mb"] > 50, d
