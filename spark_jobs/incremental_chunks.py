@@ -6,7 +6,7 @@ runs it instead. One job reads a connector's snapshots at a time (a lock on the 
 
 Driver loop: read the snapshot state the stream stored last (the chunks it emitted), plan the
 chunks after it up to 2 × `tidemark.incremental.snapshot.parallelism` (and about AHEAD_ROWS rows)
-ahead (`incremental_plan.lead`, `plan_ahead`: how far the snapshot may run ahead of the stream), and keep
+ahead (`incremental_read.lead`, `incremental_plan.plan_ahead`: how far the snapshot may run ahead of the stream), and keep
 up to `parallelism` chunks being read at once (fewer while the stream lags), one Spark task each (`incremental_plan.run_planned`:
 open watermark, SELECT of the key range, staged rows, close watermark). The stream emits the
 chunks in order at their close watermarks. A paused snapshot reads nothing new; the job ends
@@ -42,8 +42,8 @@ def run(
     until the stream has emitted none of them for that long: it does not run); the chunks read."""
     from connectors.engine.wiring import StoredOffsets
     from connectors.snapshot.incremental import Progress
-    from connectors.snapshot.incremental_plan import Plan, chunk_source, lead, plan_ahead, run_planned
-    from connectors.snapshot.incremental_read import chunk_settings
+    from connectors.snapshot.incremental_plan import Plan, chunk_source, plan_ahead, run_planned
+    from connectors.snapshot.incremental_read import chunk_settings, lead
     from connectors.snapshot.incremental_staging import Staging
     from spark_jobs.snapshot import spark_session
 

@@ -62,13 +62,13 @@ from connectors.signals.model import (
 from connectors.signals.notify import Notifier
 from connectors.signals.processor import Handlers
 from connectors.snapshot.incremental_gtid import GtidWindows
-from connectors.snapshot.incremental_plan import lead
 from connectors.snapshot.incremental_read import (
     WINDOW_CLOSE,
     WINDOW_OPEN,
     ChunkReader,
     ChunkSource,
     chunk_settings,
+    lead,
 )
 from connectors.snapshot.incremental_staging import ChunkMeta, StagedChunk, Staging
 
@@ -272,21 +272,24 @@ class IncrementalSnapshots:
         self._notice_thread: threading.Thread | None = None
         # tidemark.incremental.snapshot.reader=spark: the chunk job reads, started by `launcher`
         self.spark = cfg.runtime.incremental_snapshot_reader == "spark"
-        # A chunk read again after DDL gets a new number past every chunk read ahead: the thread
-        # reader reads one ahead; the Spark job plans up to `lead` past the last one stored.
-        self._reread_skip = 2
-        if self.spark:
-            self._reread_skip = 1 + lead(self.chunk_size, cfg.runtime.incremental_snapshot_parallelism)
         self.launcher: Any = None
         # The stream goes first: a chunk's rows share the engine and the sinks with it, so no new
         # chunk window opens while the stream lags more than this (for at most HOLD_MAX_S a chunk).
         self.max_lag_ms = cfg.runtime.incremental_snapshot_max_stream_lag_ms
         self._lag_ms, self._lag_at = 0.0, 0.0  # the last batch's distance from the source, and when
+        self._backlog = False  # whether the source had more waiting after the last batch
         self.held_s = 0.0  # how long chunks were held back for the stream (logged at the end)
         # read.only=true (MySQL/MariaDB): GTID watermarks, nothing written to the source database
         self.gtid = (
             GtidWindows(self._cond) if cfg.connector != "postgres" and props.get("read.only") else None
         )
+        if self.gtid is not None:
+            self.reader.ahead = 1
+        # A chunk read again after DDL gets a new number past every chunk read ahead: the thread
+        # reader reads `reader.ahead` ahead; the Spark job plans up to `lead` past the last stored.
+        self._reread_skip = 1 + self.reader.ahead
+        if self.spark:
+            self._reread_skip = 1 + lead(self.chunk_size, cfg.runtime.incremental_snapshot_parallelism)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -368,6 +371,8 @@ class IncrementalSnapshots:
         src_ts = batch.extra.get("source_ts_ms")
         if src_ts and batch.records:  # (a position-only batch carries its last change's time)
             self._lag_ms, self._lag_at = time.time() * 1000 - src_ts, time.monotonic()
+        # the source had more waiting: a busy engine that reads no batch for a while still lags
+        self._backlog = bool(batch.extra.get("more"))
         with self._cond:
             p = self.progress
             if p is not None:
@@ -581,11 +586,14 @@ class IncrementalSnapshots:
         """The chunk's rows to emit at its close watermark; moves the progress on."""
         staged = self.staging.read(p.chunk_id)
         if staged is None:
-            # Nothing staged (cannot happen: the reader stages before it closes): read it again.
-            log.error(
+            # Closed but not staged (the process that read it died before its staging commit, or
+            # that commit failed): nothing of it went out; read the same range again in a new
+            # window, past the chunks read ahead (they follow this range).
+            log.warning(
                 "incremental snapshot: chunk %s was closed but not staged; reading it again", p.chunk_id
             )
-            p.chunk_seq += 1
+            self._chunk_schemas.pop(p.chunk_id, None)
+            p.chunk_seq += self._reread_skip
             p.window_open, p.window_keys = False, []
             self._cond.notify_all()
             return []
@@ -786,14 +794,16 @@ class IncrementalSnapshots:
             return stale
 
     def stream_first(self) -> None:
-        """Wait while the stream lags more than `max_lag_ms` behind the source (a lag measured
-        over a second ago is stale: an idle stream does not lag), for at most HOLD_MAX_S."""
+        """Wait while the stream lags more than `max_lag_ms` behind the source, for at most
+        HOLD_MAX_S. A lag measured over a second ago is stale (an idle stream does not lag)
+        unless the source had more waiting then: the engine is still busy with the backlog."""
         if self.max_lag_ms <= 0:
             return
         began = time.monotonic()
         with self._cond:
             while not self._closed and time.monotonic() - began < HOLD_MAX_S:
-                if self._lag_ms <= self.max_lag_ms or time.monotonic() - self._lag_at > 1.0:
+                stale = time.monotonic() - self._lag_at > 1.0 and not self._backlog
+                if self._lag_ms <= self.max_lag_ms or stale:
                     break
                 self._cond.wait(0.05)
         self.held_s += time.monotonic() - began

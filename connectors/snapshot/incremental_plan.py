@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     from connectors.snapshot.incremental import Progress
 
 log = logging.getLogger(__name__)
-AHEAD_ROWS = 16384  # about how many rows the job may read ahead of the stream
 
 # table, key, lower, upper, max_key, condition, surrogate_key, completed, statuses, ends
 Plan = dict[str, Any]
@@ -59,15 +58,6 @@ def plan_meta(plan: Plan, rows: int = 0) -> ChunkMeta:
         ends=bool(plan["ends"]),
         statuses=dict(plan["statuses"]) or None,
     )
-
-
-def lead(chunk_size: int, parallelism: int) -> int:
-    """How far the job may run ahead of the stream: chunks past the last one it emitted and
-    stored, 2 x parallelism and no more than about AHEAD_ROWS rows (the stream emits them in a
-    burst when their windows close), but never fewer than the parallelism. No plan exists at
-    or past `emitted + lead` (the engine skips past them when it reads a chunk again)."""
-    width = max(1, parallelism)
-    return max(width, min(2 * width, -(-AHEAD_ROWS // max(1, chunk_size))))
 
 
 def plan_ahead(

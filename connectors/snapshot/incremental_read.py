@@ -131,6 +131,18 @@ class ChunkSource(Protocol):
     def close(self) -> None: ...
 
 
+AHEAD_ROWS = 16384  # about how many rows a reader may read ahead of the stream
+
+
+def lead(chunk_size: int, parallelism: int) -> int:
+    """How far a reader may run ahead of the stream: chunks past the last one it emitted and
+    stored, 2 x parallelism and no more than about AHEAD_ROWS rows (the stream emits them in a
+    burst when their windows close), but never fewer than the parallelism. The Spark job plans
+    no chunk at or past `emitted + lead` (the engine skips past them when it reads one again)."""
+    width = max(1, parallelism)
+    return max(width, min(2 * width, -(-AHEAD_ROWS // max(1, chunk_size))))
+
+
 def chunk_settings(cfg: ConnectorConfig) -> tuple[int, str]:
     """(incremental.snapshot.chunk.size, incremental.snapshot.watermarking.strategy) of `cfg`."""
     props = cfg.origin.properties
@@ -256,7 +268,12 @@ class ChunkReader:
         self._thread: threading.Thread | None = None
         self._source: ChunkSource | None = None
         self.chunks_read = 0
-        self.ahead = True  # read the next chunk while the engine waits for this one's close
+        # Chunks read past the one the engine waits for (their windows follow each other in the
+        # log): the reader does not wait for each chunk's round trip through the stream.
+        # read.only: one (the controller sets it; its GTID windows are decided one at a time).
+        self.ahead = lead(self.chunk_size, 2)
+        self._read_to: tuple[str, int, Progress] | None = None  # (snapshot, gen, after the last read)
+        self._staged: tuple[str, set[str]] = ("", set())  # (snapshot, its chunks staged, as known)
         self._finished: tuple[str, set[str]] = ("", set())  # (snapshot, tables it read to the end)
 
     def start(self) -> None:
@@ -286,12 +303,7 @@ class ChunkReader:
                         self._source = self.factory()
                     meta = self._chunk(self._source, progress)
                     ctl.attempted(token)
-                    if self.ahead and ctl.may_read_ahead(token):
-                        # The next chunk's window follows this one's in the log: read it while the
-                        # engine waits for this close watermark (never more than one ahead).
-                        progress.advance(meta)
-                        if progress.collections:
-                            self._chunk(self._source, progress)
+                    self._read_ahead(self._source, progress, meta, token)
                     backoff = 1.0
                 except Exception as e:  # noqa: BLE001 - a failed read is retried, the stream goes on
                     log.warning(
@@ -307,6 +319,29 @@ class ChunkReader:
                     backoff = min(30.0, backoff * 2)
         finally:
             self._drop_source()
+
+    def _maybe_staged(self, snapshot_id: str, cid: str) -> bool:
+        """Whether chunk `cid` may be staged: by this reader, or by a process before it (the
+        table is listed once per snapshot; a lookup of a new chunk in it cost a third of the
+        reader's time)."""
+        if self._staged[0] != snapshot_id:
+            self._staged = (snapshot_id, self.staging.staged_ids(snapshot_id))
+        return cid in self._staged[1]
+
+    def _read_ahead(
+        self, src: ChunkSource, p: Progress, meta: ChunkMeta, token: tuple[str, int, int]
+    ) -> None:
+        """Read the chunks after `p`'s (which gave `meta`) while the engine waits for its close
+        watermark, up to `ahead` past it; chunks read ahead before are not read again."""
+        limit = p.chunk_seq + self.ahead
+        p.advance(meta)
+        done = self._read_to
+        if done is not None and done[:2] == (token[0], token[2]) and done[2].chunk_seq > p.chunk_seq:
+            p = done[2].copy()
+        while p.collections and p.chunk_seq <= limit and self.controller.may_read_ahead(token):
+            meta = self._chunk(src, p)
+            p.advance(meta)
+            self._read_to = (token[0], token[2], p.copy())
 
     def _drop_source(self) -> None:
         src, self._source = self._source, None
@@ -324,7 +359,7 @@ class ChunkReader:
             src.forget(table)  # its DDL was in the stream: read its schema again
         if self._finished[0] != p.snapshot_id:
             self._finished = (p.snapshot_id, set())
-        staged = self.staging.read(cid)
+        staged = self.staging.read(cid) if self._maybe_staged(p.snapshot_id, cid) else None
         if staged is not None:
             # Read before (a crash, a reconnect, or read ahead): the same rows go out at its close.
             if staged.meta.table is not None:
@@ -400,10 +435,15 @@ class ChunkReader:
                 last_key or [],
             )
         try:
+            # committed by the staging's writer thread while this one goes on (read.only: now);
+            # the engine waits for the commit before the chunk goes out
+            wait = gtid is not None
             if rows is not None:
-                self.staging.write(cid, meta, rows.keys, rows.afters, dedup_values(rows, surrogate))
+                keys, afters, dedup = rows.keys, rows.afters, dedup_values(rows, surrogate)
+                self.staging.write(cid, meta, keys, afters, dedup, wait=wait)
             else:
-                self.staging.write(cid, meta, [], [], [])
+                self.staging.write(cid, meta, [], [], [], wait=wait)
+            self._staged[1].add(cid)
         except BaseException:
             if gtid is not None:
                 gtid.abandon(cid)  # read again, in a new window
