@@ -287,9 +287,8 @@ class IncrementalSnapshots:
             self.reader.ahead = 1
         # A chunk read again after DDL gets a new number past every chunk read ahead: the thread
         # reader reads `reader.ahead` ahead; the Spark job plans up to `lead` past the last stored.
-        self._reread_skip = 1 + self.reader.ahead
-        if self.spark:
-            self._reread_skip = 1 + lead(self.chunk_size, cfg.runtime.incremental_snapshot_parallelism)
+        parallelism = cfg.runtime.incremental_snapshot_parallelism
+        self._reread_skip = 1 + (lead(self.chunk_size, parallelism) if self.spark else self.reader.ahead)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -592,11 +591,7 @@ class IncrementalSnapshots:
             log.warning(
                 "incremental snapshot: chunk %s was closed but not staged; reading it again", p.chunk_id
             )
-            self._chunk_schemas.pop(p.chunk_id, None)
-            p.chunk_seq += self._reread_skip
-            p.window_open, p.window_keys = False, []
-            self._cond.notify_all()
-            return []
+            return self._read_again(p)
         meta = staged.meta
         if self._ddl_before(meta.table, watermark.pos):
             # As Debezium's rereadChunk: the rows may have been read before the DDL; read the
@@ -607,11 +602,7 @@ class IncrementalSnapshots:
                 meta.table,
                 p.chunk_id,
             )
-            self._chunk_schemas.pop(p.chunk_id, None)
-            p.chunk_seq += self._reread_skip
-            p.window_open, p.window_keys = False, []
-            self._cond.notify_all()
-            return []
+            return self._read_again(p)
         dropped = {k for t, k in p.window_keys if t == meta.table}
         schema = self._chunk_schemas.pop(p.chunk_id, None)
         records = self._records(watermark, staged, dropped, schema) if meta.table in p.tables else []
@@ -632,6 +623,15 @@ class IncrementalSnapshots:
         self.emitted += len(records)
         self._cond.notify_all()
         return records
+
+    def _read_again(self, p: Progress) -> list[Record]:
+        """Read chunk `p.chunk_seq`'s key range again in a new window: numbered past every chunk
+        read or planned ahead (they follow this range); nothing of it goes out now."""
+        self._chunk_schemas.pop(p.chunk_id, None)
+        p.chunk_seq += self._reread_skip
+        p.window_open, p.window_keys = False, []
+        self._cond.notify_all()
+        return []
 
     def _planned_notices(
         self, before: tuple[str | None, list[str], int], meta: ChunkMeta, done: bool
