@@ -7,9 +7,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from connectors.snapshot.incremental import PREFIX, Progress, strip
 from connectors.snapshot.incremental_read import ChunkQuery, ChunkRows, chunk_select, dedup_values
 from connectors.snapshot.incremental_staging import ChunkMeta, Staging
+from connectors.snapshot.incremental_staging import Staging as _Staging
 
 
 def test_progress_rides_in_the_offset_under_debeziums_keys() -> None:
@@ -60,7 +63,14 @@ def test_dedup_values_key_or_surrogate() -> None:
     assert dedup_values(rows, "n") == ['{"id":1}', "6"]
 
 
-def test_staging_round_trip_and_cleanup(tmp_path: Path) -> None:
+@pytest.mark.parametrize("area", ["files", "delta"])
+def test_staging_round_trip_and_cleanup(tmp_path: Path, area: str) -> None:
+    def Staging(warehouse: Path, connector: str) -> _Staging:  # noqa: N802 - stands in for the class
+        st = _Staging(warehouse, connector)
+        if area == "delta":  # what a remote warehouse uses
+            st.files = None
+        return st
+
     st = Staging(tmp_path, "c1")
     assert st.read("s1-0") is None
     meta = ChunkMeta("public.a", ["2"], ["9"], 2, ["public.z"])
@@ -79,6 +89,30 @@ def test_staging_round_trip_and_cleanup(tmp_path: Path) -> None:
     st.drop_snapshot("s2")
     assert st.read("s2-0") is None and Staging(tmp_path, "c1").read("s2-0") is None
     assert Staging(tmp_path, "c2").read("s1-0") is not None
+    # a local warehouse stages files only; a remote one the Delta table
+    assert (tmp_path / "_state" / "incremental_chunks").exists() == (area == "files")
+    assert (tmp_path / "_state" / "incremental_staging").exists() == (area == "delta")
+
+
+def test_staging_files_are_atomic_and_listed(tmp_path: Path) -> None:
+    st = _Staging(tmp_path, "c/1")  # (a connector name is quoted into one directory)
+    meta = ChunkMeta("public.a", ["2"], ["9"], 2, [])
+    st.write("s1-0", meta, ['{"id":1}'], ['{"id":1}'], ["1"], wait=False)
+    st.write("s1-1", meta, ['{"id":2}'], ['{"id":2}'], ["2"], wait=False)
+    st.settle("s1-1")
+    assert st.read("s1-0") is not None
+    assert _Staging(tmp_path, "c/1").staged_ids("s1") == {"s1-0", "s1-1"}
+    assert _Staging(tmp_path, "c").staged_ids("s1") == set()
+    assert st.files is not None
+    # a write a crash interrupted leaves only a temporary file: not staged, deleted with its snapshot
+    leftover = st.files.dir / ".s2-0.parquet.0123abcd.tmp"
+    leftover.write_bytes(b"PAR1 half a file")
+    assert _Staging(tmp_path, "c/1").staged_ids("s2") == set()
+    assert _Staging(tmp_path, "c/1").read("s2-0") is None
+    st.drop_other_snapshots("s1")
+    assert not leftover.exists() and st.staged_ids("s1") == {"s1-0", "s1-1"}
+    st.drop_snapshot("s1")
+    assert list(st.files.dir.iterdir()) == [] and _Staging(tmp_path, "c/1").read("s1-0") is None
 
 
 def test_staging_memory_copy_is_the_callers_own(tmp_path: Path) -> None:

@@ -372,6 +372,7 @@ class IncrementalSnapshots:
             self._lag_ms, self._lag_at = time.time() * 1000 - src_ts, time.monotonic()
         # the source had more waiting: a busy engine that reads no batch for a while still lags
         self._backlog = bool(batch.extra.get("more"))
+        self._settle_staged(batch)
         with self._cond:
             p = self.progress
             if p is not None:
@@ -390,6 +391,19 @@ class IncrementalSnapshots:
             # only the newest offset offered, and one of a batch not followed would never say
             # the change is stored (a signal waited DURABLE_WAIT_S for nothing).
             self.active = p is not None or self._committed_gen < self._gen or bool(self.applied)
+
+    def _settle_staged(self, batch: Batch) -> None:
+        """Wait for the staging commits of the chunks `batch` closes before taking the lock:
+        the chunk reader needs the lock to go on reading ahead meanwhile (measured: waiting under
+        it kept the reader blocked for half of a snapshot's time)."""
+        if self.spark or self.progress is None:
+            return  # (the Spark job stages a chunk before its close watermark)
+        sig = self.signal_table
+        for r in batch.records:
+            if r.collection == sig:
+                mark = self._watermark(r)
+                if mark is not None and mark[0] == "close":
+                    self.staging.settle(mark[1])
 
     def _scan_new(self, batch: Batch, p: Progress) -> None:
         """Scan `batch` for the snapshot, but for its records up to `_replayed` (a replay after a

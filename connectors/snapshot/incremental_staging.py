@@ -1,17 +1,19 @@
-"""The incremental snapshot's staging table, `<warehouse>/_state/incremental_staging`.
+"""The incremental snapshot's staging area: `<warehouse>/_state/incremental_chunks` (one Parquet
+file per chunk, `incremental_files.py`) for a local warehouse, else the Delta table
+`<warehouse>/_state/incremental_staging` (also where the Spark reader's chunk plans are kept).
 
-The chunk reader writes each chunk here (one Delta commit per chunk: its rows and one `meta` row
-saying what the chunk leaves behind: table, last key, maximum key, tables to go) BEFORE it writes
-the chunk's close watermark; the streaming engine takes the chunk from here when it sees that
-watermark. A chunk is identified by `<snapshot id>-<chunk number>`, so after a crash the same
+The chunk reader writes each chunk here (its rows and one `meta` row saying what the chunk leaves
+behind: table, last key, maximum key, tables to go) BEFORE it writes the chunk's close watermark
+(the thread reader: before the engine emits it); the streaming engine takes the chunk from here
+when it sees that watermark. A chunk is identified by `<snapshot id>-<chunk number>`, so after a crash the same
 chunk number finds what was staged before (the replayed stream then emits exactly the rows it
 emitted the first time). Partitioned by connector and chunk: a chunk's read touches one file.
 A snapshot's rows are deleted when the next snapshot of the connector starts.
 
 The reader and the engine are threads of one process, so the last chunks written are also kept
 in memory (`CACHED` chunks, each one chunk of rows): the engine takes them from there and reads
-the table only after a restart. The thread reader does not wait for the commit (`wait=False`:
-one writer thread commits what waits in one commit; delta-rs holds the GIL while it writes): the engine's
+the table only after a restart. The thread reader does not wait for the write (`wait=False`:
+a writer thread stages the chunks; into Delta what waits goes in one commit): the engine's
 `read` waits for it, so a chunk goes out only once it is staged. A crash before that commit
 leaves a close watermark without a staged chunk, which the engine reads again in a new window
 (nothing of it went out). `staged_ids` lists what an earlier process staged, so the reader looks
@@ -27,7 +29,7 @@ import queue
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,7 @@ import orjson
 import pyarrow as pa
 
 from connectors.signals.tables import TABLE_CONFIGURATION, state_uri
+from connectors.snapshot.incremental_files import ChunkFiles, local_dir
 from connectors.state.storage import storage_error
 
 log = logging.getLogger(__name__)
@@ -96,12 +99,15 @@ class Staging:
     def __init__(self, warehouse: str | Path, connector: str) -> None:
         self.uri = state_uri(warehouse, "incremental_staging")
         self.connector = connector
+        # a local warehouse stages chunks as files (incremental_files.py); plans stay in Delta
+        root = local_dir(state_uri(warehouse, "incremental_chunks"))
+        self.files = ChunkFiles(root, connector) if root is not None else None
         self._dt: Any = None
         self._lock = threading.RLock()  # the in-memory chunks
         self._dt_lock = threading.RLock()  # the DeltaTable object (its log state is not thread-safe)
         self._recent: OrderedDict[str, StagedChunk] = OrderedDict()
         self._pending: dict[str, Future[None]] = {}  # chunk → its commit (write(wait=False))
-        self._queue: queue.SimpleQueue[tuple[pa.Table, Future[None]]] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[str, pa.Table, Future[None]]] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
 
     def _table(self) -> Any:
@@ -142,7 +148,7 @@ class Staging:
         )
         staged = StagedChunk(ChunkMeta.from_json(meta.to_json()), list(keys), list(afters), list(dedup))
         if wait:
-            self._append(data)
+            self._store(chunk, data)
         with self._lock:
             if not wait:
                 if self._writer is None:
@@ -152,30 +158,50 @@ class Staging:
                     self._writer.start()
                 done: Future[None] = Future()
                 self._pending[chunk] = done
-                self._queue.put((data, done))
+                self._queue.put((chunk, data, done))
             # from now on the chunk may be read (once committed), from memory while it is recent
             self._recent[chunk] = staged
             while len(self._recent) > CACHED:
                 self._recent.popitem(last=False)
 
+    def _store(self, chunk: str, data: pa.Table) -> None:
+        if self.files is None:
+            self._append(data)
+            return
+        try:
+            self.files.write(chunk, data.drop_columns(["connector", "chunk"]))
+        except OSError as e:
+            raise storage_error(e, self.files.dir, "the incremental snapshot staging directory") from None
+
     def _write_loop(self) -> None:
-        """The writer thread: the chunks waiting when it is free go in one commit (a Delta
-        commit costs about as much for one chunk as for several)."""
+        """The writer thread: stages the chunks as they come; into Delta, the chunks waiting
+        when it is free go in one commit (a Delta commit costs about as much for one chunk as
+        for several)."""
         while True:
             batch = [self._queue.get()]
-            while True:
+            while self.files is None:
                 try:
                     batch.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
             try:
-                self._append(pa.concat_tables([data for data, _ in batch]))
+                if self.files is not None:
+                    self._store(batch[0][0], batch[0][1])
+                else:
+                    self._append(pa.concat_tables([data for _, data, _ in batch]))
             except BaseException as e:  # noqa: BLE001 - each waiting chunk gets the error
-                for _, done in batch:
+                for _, _, done in batch:
                     done.set_exception(e)
             else:
-                for _, done in batch:
+                for _, _, done in batch:
                     done.set_result(None)
+
+    def settle(self, chunk: str) -> None:
+        """Wait for `chunk`'s commit if it is pending (its outcome is `read`'s to report)."""
+        with self._lock:
+            fut = self._pending.get(chunk)
+        if fut is not None:
+            wait([fut])
 
     def _committed(self, chunk: str) -> bool:
         """Wait for `chunk`'s commit if it is pending; False when that commit failed (the chunk
@@ -197,14 +223,17 @@ class Staging:
                 self._pending.pop(chunk, None)
 
     def staged_ids(self, snapshot_id: str) -> set[str]:
-        """The chunk ids of `snapshot_id` in the table (from the Delta log's partition values)."""
+        """The staged chunk ids of `snapshot_id`: files, and the table's (from the Delta log's
+        partition values)."""
         from deltalake.exceptions import DeltaError
 
+        prefix = snapshot_id + "-"
+        found = self.files.ids(prefix) if self.files is not None else set()
         with self._dt_lock:
             try:
                 dt = self._table()
                 if dt is None:
-                    return set()
+                    return found
                 adds = (
                     pa.table(dt.get_add_actions(flatten=True))
                     .select(["partition.connector", "partition.chunk"])
@@ -212,8 +241,7 @@ class Staging:
                 )
             except (DeltaError, OSError) as e:
                 raise storage_error(e, self.uri, "the incremental snapshot staging table") from None
-        prefix = snapshot_id + "-"
-        return {
+        return found | {
             c
             for conn, c in zip(adds["partition.connector"], adds["partition.chunk"], strict=True)
             if conn == self.connector and str(c).startswith(prefix)
@@ -232,20 +260,11 @@ class Staging:
                 list(cached.afters),
                 list(cached.dedup),
             )
-        with self._dt_lock:
-            try:
-                dt = self._table()
-                if dt is None:
-                    return None
-                # files pruned in the Delta log first (`to_pyarrow_table(filters=...)` would
-                # build a dataset over every staged file and filter it)
-                where = [("connector", "=", self.connector), ("chunk", "=", chunk)]
-                t = dt.to_pyarrow_dataset(file_pruning_predicate=where).to_table(
-                    columns=["kind", "ord", "key", "after", "dedup", "meta"]
-                )
-            except OSError as e:
-                raise storage_error(e, self.uri, "the incremental snapshot staging table") from None
-        if t.num_rows == 0:
+        columns = ["kind", "ord", "key", "after", "dedup", "meta"]
+        t = self._load_file(chunk, columns)
+        if t is None:
+            t = self._load_delta(chunk, columns)
+        if t is None or t.num_rows == 0:
             return None
         rows = sorted(t.to_pylist(), key=lambda r: r["ord"])
         metas = [r for r in rows if r["kind"] == "meta"]
@@ -256,6 +275,27 @@ class Staging:
             [r["after"] for r in data],
             [r["dedup"] for r in data],
         )
+
+    def _load_file(self, chunk: str, columns: list[str]) -> pa.Table | None:
+        if self.files is None:
+            return None
+        try:
+            return self.files.load(chunk, columns)
+        except OSError as e:
+            raise storage_error(e, self.files.dir, "the incremental snapshot staging directory") from None
+
+    def _load_delta(self, chunk: str, columns: list[str]) -> pa.Table | None:
+        with self._dt_lock:
+            try:
+                dt = self._table()
+                if dt is None:
+                    return None
+                # files pruned in the Delta log first (`to_pyarrow_table(filters=...)` would
+                # build a dataset over every staged file and filter it)
+                where = [("connector", "=", self.connector), ("chunk", "=", chunk)]
+                return dt.to_pyarrow_dataset(file_pruning_predicate=where).to_table(columns=columns)
+            except OSError as e:
+                raise storage_error(e, self.uri, "the incremental snapshot staging table") from None
 
     # ------------------------------------------------------------------ plans (reader=spark)
     def plans(self, snapshot_id: str) -> dict[int, dict[str, Any]]:
@@ -351,6 +391,14 @@ class Staging:
     def _drop(self, snapshot_id: str, *, keep: bool) -> None:
         from deltalake.exceptions import DeltaError
 
+        if self.files is not None:
+            try:
+                self.files.drop(snapshot_id + "-", keep=keep)
+            except OSError as e:
+                raise storage_error(e, self.files.dir, "the incremental snapshot staging directory") from None
+        with self._lock:
+            for c in [c for c in self._recent if c.startswith(snapshot_id + "-") != keep]:
+                del self._recent[c]
         with self._dt_lock:
             try:
                 dt = self._table()
@@ -360,8 +408,5 @@ class Staging:
                 prefix = snapshot_id.replace("'", "''")
                 mine = f"starts_with(chunk, '{prefix}-')"
                 dt.delete(f"connector = '{conn}' AND {'NOT ' if keep else ''}{mine}")
-                with self._lock:
-                    for c in [c for c in self._recent if c.startswith(snapshot_id + "-") != keep]:
-                        del self._recent[c]
             except (DeltaError, OSError) as e:
                 raise storage_error(e, self.uri, "the incremental snapshot staging table") from None

@@ -1,0 +1,91 @@
+"""Staged incremental-snapshot chunks as one Parquet file each, `<warehouse>/_state/incremental_chunks/
+<connector>/<chunk id>.parquet`, for a warehouse on a local (or mounted) file system.
+
+A chunk is staged once its file exists: it is written under a temporary name, fsynced and renamed
+(atomic), then the directory is fsynced, so a crash leaves either the whole chunk or none of it, as a
+Delta commit would. A Delta commit per chunk cost the staging writer 30-130 ms of log work (the
+state update before and the commit itself; measured: 80 % of the writer thread, the engine waiting
+on it) where this costs one small file write. Chunks never change once staged and no two writers
+stage the same chunk id at once (the engine reads a chunk only after its close watermark), which is
+all a Delta log would give here. A remote warehouse (a URL) keeps the Delta table
+(`incremental_staging.py`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from pathlib import Path
+from urllib.parse import quote, unquote
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+SUFFIX = ".parquet"
+
+
+def local_dir(uri: str) -> Path | None:
+    """The directory of a local warehouse's `uri`, or None for a remote (URL) one."""
+    if uri.startswith("file://"):
+        return Path(uri[len("file://") :])
+    return None if "://" in uri else Path(uri)
+
+
+class ChunkFiles:
+    def __init__(self, root: Path, connector: str) -> None:
+        self.dir = root / quote(connector, safe="")
+
+    def _path(self, chunk: str) -> Path:
+        return self.dir / (quote(chunk, safe="") + SUFFIX)
+
+    def write(self, chunk: str, data: pa.Table) -> None:
+        """Stage `chunk` (its rows and meta row, without the partition columns) durably."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        final = self._path(chunk)
+        tmp = self.dir / f".{final.name}.{uuid.uuid4().hex}.tmp"
+        try:
+            pq.write_table(data, tmp, compression="zstd", compression_level=1, write_statistics=False)
+            _fsync(tmp)
+            os.replace(tmp, final)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+        _fsync(self.dir)
+
+    def load(self, chunk: str, columns: list[str]) -> pa.Table | None:
+        """The staged chunk's rows (None: not staged here)."""
+        try:
+            return pq.read_table(self._path(chunk), columns=columns)
+        except FileNotFoundError:
+            return None
+
+    def ids(self, prefix: str) -> set[str]:
+        """The staged chunk ids that start with `prefix`."""
+        try:
+            names = os.listdir(self.dir)
+        except FileNotFoundError:
+            return set()
+        found = (unquote(n[: -len(SUFFIX)]) for n in names if n.endswith(SUFFIX) and not n.startswith("."))
+        return {c for c in found if c.startswith(prefix)}
+
+    def drop(self, prefix: str, *, keep: bool) -> None:
+        """Delete the chunks whose id starts with `prefix` (`keep`: all the others)."""
+        try:
+            names = os.listdir(self.dir)
+        except FileNotFoundError:
+            return
+        for n in names:
+            # (`.<name>.<uuid>.tmp`: a write in progress, or one a crash interrupted)
+            name = n[1:].rsplit(".", 2)[0] if n.startswith(".") and n.endswith(".tmp") else n
+            if name.endswith(SUFFIX) and unquote(name[: -len(SUFFIX)]).startswith(prefix) != keep:
+                with contextlib.suppress(FileNotFoundError):
+                    (self.dir / n).unlink()
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
