@@ -7,7 +7,8 @@ binlog position (the `no_data` schema snapshot; data snapshots run on Spark else
 position is stored at once (an empty first batch) so nothing written afterwards is missed.
 
 Batching: a batch is cut at a transaction end once `max.batch.size` records or
-`poll.interval.ms` have accumulated, before and after every schema change, and *inside* a
+`poll.interval.ms` have accumulated or nothing more is buffered from the server (caught up: the
+change goes out at once), before and after every schema change, and *inside* a
 transaction after any row once `max.batch.size` records are pending — its offset is then the
 transaction start plus the rows events / rows already emitted, so a 100k-row transaction never
 sits in memory and a restart resumes at the next row. Every record's `pos` equals
@@ -618,13 +619,19 @@ class MySqlSource:
                     if kind == "heartbeat" or kind == "rotate":
                         offset = tr.offset()
                     now = time.monotonic()
+                    waiting = stream.buffered()
                     if pending and (
-                        len(pending) >= max_batch or now - last_cut >= poll_s or kind == "heartbeat"
+                        len(pending) >= max_batch
+                        or now - last_cut >= poll_s
+                        or kind == "heartbeat"
+                        # caught up: nothing more to batch with (as the PostgreSQL source); the
+                        # engine merges the batches cut while a sink write is in flight
+                        or not waiting
                     ):
-                        more = kind != "heartbeat" and stream.buffered()
+                        more = kind != "heartbeat" and waiting
                         yield Batch(pending, offset, extra={"transactions": n_tx, "more": more})
                         pending, last_cut, n_tx = [], now, 0
-                    elif more and not stream.buffered():
+                    elif more and not waiting:
                         # Caught up after a batch cut with more waiting: the engine commits now.
                         more = False
                         yield Batch(pending, offset, extra={"transactions": n_tx, "more": False})
