@@ -216,16 +216,38 @@ def pg_tidemark_props(pg: Any, slot: str, publication: str) -> dict[str, str]:
     return props
 
 
-def pg_debezium_props(pg: Any, slot: str, publication: str, work: Path) -> dict[str, str]:
-    """Debezium 3.6 embedded-engine properties for the same slot/publication (offsets in ``work``)."""
+def debezium_engine_props(name: str, connector_class: str, work: Path) -> dict[str, str]:
+    """What every Debezium embedded engine of the benchmarks sets: offsets in a file in ``work``,
+    the JsonConverter with schemas (as Tidemark's sinks write by default)."""
     return {
-        "name": f"bench-{slot}",
-        "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+        "name": name,
+        "connector.class": connector_class,
         "offset.storage": "org.apache.kafka.connect.storage.FileOffsetBackingStore",
         "offset.storage.file.filename": str(work / "dbz.offsets"),
         "offset.flush.interval.ms": "10000",
         "key.converter.schemas.enable": "true",
         "value.converter.schemas.enable": "true",
+    }
+
+
+def mysql_debezium_props(db: Any, work: Path, name: str, prefix: str) -> dict[str, str]:
+    """Debezium 3.6's MySQL connector on the private server ``db`` (file schema history in ``work``)."""
+    from connectors.app.embedded.util import unique_server_id
+
+    return {
+        **debezium_engine_props(name, "io.debezium.connector.mysql.MySqlConnector", work),
+        "schema.history.internal": "io.debezium.storage.file.history.FileSchemaHistory",
+        "schema.history.internal.file.filename": str(work / "dbz.history"),
+        "topic.prefix": prefix,
+        "database.server.id": str(unique_server_id()),
+        **db.props(),
+    }
+
+
+def pg_debezium_props(pg: Any, slot: str, publication: str, work: Path) -> dict[str, str]:
+    """Debezium 3.6 embedded-engine properties for the same slot/publication (offsets in ``work``)."""
+    return {
+        **debezium_engine_props(f"bench-{slot}", "io.debezium.connector.postgresql.PostgresConnector", work),
         "plugin.name": "pgoutput",
         "topic.prefix": "dbz",
         "snapshot.mode": "no_data",

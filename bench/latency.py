@@ -50,17 +50,14 @@ from _common import (
     bench_session,
     emit,
     log,
-    pg_debezium_props,
-    pg_tidemark_props,
     run_debezium_engine,
     sink_props,
     tidemark_command,
     write_properties,
 )
+from latency_db import BIG, DATABASES, INSERT_SQL, SIGNAL_TABLE, TABLE, connect
 
-PUBLICATION = "latency_pub"
 SNAPSHOT_TARGET = 3.0  # Tidemark's incremental snapshot rows/s over Debezium's (issue target)
-TABLE = "lat"
 TARGET_P99_MS = 50.0  # issue 8: jsonl and Kafka
 # consumer -> (what it is: a TIDEMARK_CONSUMERS name or "debezium", extra properties)
 CONSUMERS: dict[str, tuple[str, dict[str, str]]] = {
@@ -100,41 +97,16 @@ SINK_OF = {
     "debezium": "handler",
 }
 
-SCHEMA_SQL = f"""
-CREATE TABLE IF NOT EXISTS {TABLE} (
-    id bigint PRIMARY KEY, name text, qty int, price numeric(10,2), created timestamptz, note text);
-DROP PUBLICATION IF EXISTS {PUBLICATION};
-CREATE PUBLICATION {PUBLICATION} FOR TABLE {TABLE};
-"""
-# --incremental-rows: the snapshotted table and the signal table (in the publication: the
-# snapshot's watermarks are read back from the WAL)
-BIG = "big"
-SIGNAL_TABLE = "debezium_signal"
-INCREMENTAL_SQL = f"""
-CREATE TABLE IF NOT EXISTS {SIGNAL_TABLE} (id varchar(64) PRIMARY KEY, type varchar(32) NOT NULL, data text);
-CREATE TABLE IF NOT EXISTS {BIG} (LIKE {TABLE} INCLUDING ALL);
-INSERT INTO {BIG} SELECT g, 'customer-' || g, (g %% 100)::int, ((g %% 100000) / 100.0)::numeric(10,2),
-    now(), repeat(md5(g::text), 4) FROM generate_series(1, %(rows)s) g;
-ALTER PUBLICATION {PUBLICATION} ADD TABLE {SIGNAL_TABLE}, {BIG};
-"""
-# ~200 bytes a row like pg_stream.py's; one statement = one transaction (autocommit)
-INSERT_SQL = (
-    f"INSERT INTO {TABLE} VALUES (%(id)s, 'customer-' || %(id)s, (%(id)s %% 100)::int, "
-    "((%(id)s %% 100000) / 100.0)::numeric(10,2), now(), repeat(md5(%(id)s::text), 4))"
-)
-
 
 # =========================================================================== child: generator
 def generator_child(spec_path: str) -> None:
     """Insert ids first..first+n-1, one transaction each, the k-th started at t0 + k/rate (absolute
     deadlines: a late transaction does not shift the ones after it). Writes, per transaction, the
     wall-clock time its COMMIT returned and how late it started."""
-    import psycopg2
-
     spec = json.loads(Path(spec_path).read_text())
     first, n, rate = spec["first"], spec["n"], spec["rate"]
-    conn = psycopg2.connect(**spec["conn"])
-    conn.autocommit = True
+    conn = connect(spec)
+    insert = INSERT_SQL[spec["db"]]
     cur = conn.cursor()
     cur.execute("SELECT 1")  # the connection is up before the clock starts
     commit = [0.0] * n
@@ -147,7 +119,7 @@ def generator_child(spec_path: str) -> None:
         if d > 0:
             time.sleep(d)
         start = time.monotonic()
-        cur.execute(INSERT_SQL, {"id": first + k})
+        cur.execute(insert, {"id": first + k})
         commit[k] = time.time()
         late[k] = start - due
     end = time.monotonic()
@@ -203,9 +175,8 @@ def server_commit_us(value: Any) -> int | None:
     return src.get("ts_us") or (src["ts_ms"] * 1000 if src.get("ts_ms") is not None else None)
 
 
-def watch_jsonl(path: Path, out: SeenLog, poll_s: float) -> None:
-    import orjson
-
+def watch_jsonl(path: Path, out: SeenLog, poll_s: float, topic: str) -> None:
+    stream_topic = b'{"topic":' + json.dumps(topic).encode() + b","
     while not path.exists():
         time.sleep(poll_s)
     fd = os.open(path, os.O_RDONLY)
@@ -217,8 +188,20 @@ def watch_jsonl(path: Path, out: SeenLog, poll_s: float) -> None:
             continue
         t = time.time()
         *lines, rest = (rest + chunk).split(b"\n")  # a line still being written stays in `rest`
-        recs = [orjson.loads(line) for line in lines if line]
-        out.add(t, [(r.get("key"), r.get("value")) for r in recs])
+        out.add(t, [jsonl_key_value(line, stream_topic) for line in lines if line])
+
+
+def jsonl_key_value(line: bytes, stream_topic: bytes) -> tuple[Any, Any]:
+    """A sink line's key and value; only the key of another table's row (the snapshot's): its
+    value is never looked at, and parsing ~3.5 kB of it per row made this watcher, not the
+    connector, the bottleneck of a snapshot run (~70 CPU-s for 1M rows, on the same 2 cores)."""
+    import orjson
+
+    if line.startswith(stream_topic):
+        r = orjson.loads(line)
+        return r.get("key"), r.get("value")
+    start = line.index(b',"key":') + 7
+    return orjson.loads(line[start : line.index(b',"value":', start)]), None
 
 
 def watch_kafka(bootstrap: str, topic: str, out: SeenLog) -> None:
@@ -301,10 +284,12 @@ def debezium_child(props_path: str, seen_path: str) -> None:
             kv = []
             for r in records:
                 k, v = r.key(), r.value()
+                # as the jsonl watcher: only the stream table's values are looked at
+                stream = str(r.destination()).endswith(f".{TABLE}")
                 kv.append(
                     (
                         orjson.loads(str(k)) if k is not None else None,
-                        orjson.loads(str(v)) if v is not None else None,
+                        orjson.loads(str(v)) if v is not None and stream else None,
                     )
                 )
             out.add(t, kv)
@@ -315,7 +300,8 @@ def debezium_child(props_path: str, seen_path: str) -> None:
 def watcher_child(kind: str, target: str, seen_path: str, poll_ms: float) -> None:
     out = SeenLog(seen_path)
     if kind == "jsonl":
-        watch_jsonl(Path(target), out, poll_ms / 1000)
+        topic, path = target.split("/", 1)
+        watch_jsonl(Path(path), out, poll_ms / 1000, topic)
     elif kind == "delta":
         watch_delta(Path(target), out, poll_ms / 1000)
     else:
@@ -409,12 +395,10 @@ def generator_summary(g: dict[str, Any], rate: float) -> dict[str, Any]:
     }
 
 
-def run_generator(work: Path, name: str, pg: Any, first: int, n: int, rate: float) -> dict[str, Any]:
+def run_generator(work: Path, name: str, db: Any, first: int, n: int, rate: float) -> dict[str, Any]:
     spec = work / f"{name}.spec.json"
     out = work / f"{name}.out.json"
-    spec.write_text(
-        json.dumps({"conn": pg.conn_params(), "first": first, "n": n, "rate": rate, "out": str(out)})
-    )
+    spec.write_text(json.dumps({**db.conn_spec(), "first": first, "n": n, "rate": rate, "out": str(out)}))
     with (work / f"{name}.log").open("wb") as lf:
         rc = subprocess.run(
             [sys.executable, os.path.abspath(__file__), "--generator-child", str(spec)],
@@ -467,37 +451,22 @@ def stop_process(proc: subprocess.Popen, how: str, timeout: float = 30) -> int:
     return proc.returncode
 
 
-def wait_slot_active(pg: Any, slot: str, timeout: float, proc: subprocess.Popen, log_path: Path) -> None:
-    deadline = time.monotonic() + timeout
-    while not pg.scalar("SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,)):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            why = (
-                f"exited with {proc.returncode}"
-                if proc.poll() is not None
-                else f"not streaming (slot {slot} inactive) after {timeout:.0f}s"
-            )
-            raise RuntimeError(
-                f"the consumer {why}; {log_path}:\n{log_path.read_text(errors='replace')[-2000:]}"
-            )
-        time.sleep(0.1)
-
-
-def measure(name: str, idx: int, pg: Any, kafka: Any, base: Path, a: argparse.Namespace) -> dict[str, Any]:
+def measure(name: str, idx: int, db: Any, kafka: Any, base: Path, a: argparse.Namespace) -> dict[str, Any]:
     kind, extra = CONSUMERS[name]
     sink = SINK_OF[kind]
     work = base / name
     work.mkdir(parents=True)
-    slot = f"lat_{idx}_{name}"[:63]
-    pg.scalar("SELECT lsn FROM pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
+    slot = db.prepare(idx, name)  # PostgreSQL: its slot; MariaDB: its topic prefix
     seen_path = work / "seen.jsonl"
     procs: list[tuple[subprocess.Popen, str]] = []
     logs: list[Any] = []
     settings: dict[str, Any]
     me = os.path.abspath(__file__)
     try:
-        signalling = {"signal.data.collection": f"public.{SIGNAL_TABLE}"} if a.incremental_rows else {}
+        ns = db.namespace
+        signalling = {"signal.data.collection": f"{ns}.{SIGNAL_TABLE}"} if a.incremental_rows else {}
         if kind == "debezium":
-            props = {**pg_debezium_props(pg, slot, PUBLICATION, work), **signalling, **extra}
+            props = {**db.debezium_props(slot, work), **signalling, **extra}
             props_path = work / "dbz.props.json"
             props_path.write_text(json.dumps(props, indent=1))
             settings = {
@@ -516,7 +485,7 @@ def measure(name: str, idx: int, pg: Any, kafka: Any, base: Path, a: argparse.Na
             rss = RssMonitor(consumer.pid)
         else:
             props = {
-                **pg_tidemark_props(pg, slot, PUBLICATION),
+                **db.tidemark_props(slot),
                 **sink_props(kind, work, kafka),
                 **{f"debezium.source.{k}": v for k, v in signalling.items()},
                 **extra,
@@ -527,12 +496,12 @@ def measure(name: str, idx: int, pg: Any, kafka: Any, base: Path, a: argparse.Na
             settings = {"sink": sink, **tidemark_settings(cfg), "offsets_history": a.offsets_history}
             prefix = props["debezium.source.topic.prefix"]
             if sink == "jsonl":
-                target = props["debezium.sink.jsonl.path"]
+                target = f"{prefix}.{ns}.{TABLE}/{props['debezium.sink.jsonl.path']}"
             elif sink == "delta":
                 target = str(work / "warehouse" / prefix / "changelog")
             else:
                 topic = kafka.create_topic(
-                    f"{prefix}.public.{TABLE}", partitions=1
+                    f"{prefix}.{ns}.{TABLE}", partitions=1
                 )  # so it can be assigned now
                 target = f"{kafka.bootstrap}/{topic}"
             logs.append((work / "watcher.log").open("wb"))
@@ -552,7 +521,7 @@ def measure(name: str, idx: int, pg: Any, kafka: Any, base: Path, a: argparse.Na
             consumer = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=logs[-1], env=env, cwd=ROOT)
             procs.append((consumer, "term"))
             rss = RssMonitor(consumer.pid)  # (the connector and its children: a Spark job's JVM too)
-        wait_slot_active(pg, slot, a.start_timeout, consumer, consumer_log)
+        db.wait_streaming(slot, a.start_timeout, consumer, consumer_log)
 
         def alive() -> bool:
             return all(p.poll() is None for p, _ in procs)
@@ -560,21 +529,29 @@ def measure(name: str, idx: int, pg: Any, kafka: Any, base: Path, a: argparse.Na
         seen = Seen(seen_path)
         first = (idx + 1) * 10_000_000
         warm_n = max(1, int(a.rate * a.warmup))
-        run_generator(work, "warmup", pg, first, warm_n, a.rate)
+        run_generator(work, "warmup", db, first, warm_n, a.rate)
         got = seen.wait_for(range(first, first + warm_n), a.start_timeout, alive)
         if got < warm_n:
             raise RuntimeError(f"warm-up: {got} of {warm_n} rows reached the sink; logs in {work}")
         first += warm_n
+        base_lat: list[float] = []
+        if a.incremental_rows and a.baseline > 0:
+            # the same load without a snapshot first: the p99 to quote next to the one under it
+            bn = int(a.rate * a.baseline)
+            bg = run_generator(work, "baseline", db, first, bn, a.rate)
+            seen.wait_for(range(first, first + bn), a.drain, alive)
+            base_lat = [
+                seen.first[first + k][0] - c for k, c in enumerate(bg["commit"]) if first + k in seen.first
+            ]
+            first += bn
         if a.incremental_rows:
-            data = json.dumps({"data-collections": [f"public.{BIG}"], "type": "incremental"})
+            data = json.dumps({"data-collections": [f"{ns}.{BIG}"], "type": "incremental"})
             signalled = time.time()
-            pg.execute(
-                f"INSERT INTO {SIGNAL_TABLE} VALUES (%s, 'execute-snapshot', %s)", (f"lat-{idx}", data)
-            )
+            db.signal(f"lat-{idx}", data)
         n = max(1, int(a.rate * a.seconds))
         load0 = os.getloadavg()[0]
         log(f"{name}: warmed up ({warm_n} rows); measuring {n} transactions at {a.rate:g}/s")
-        g = run_generator(work, "measured", pg, first, n, a.rate)
+        g = run_generator(work, "measured", db, first, n, a.rate)
         ids = range(first, first + n)
         got = seen.wait_for(ids, a.drain, alive)
         if a.incremental_rows:  # the snapshot's own pace: wait for its last row too (bounded)
@@ -588,7 +565,7 @@ def measure(name: str, idx: int, pg: Any, kafka: Any, base: Path, a: argparse.Na
         for f in logs:
             f.close()
         with contextlib.suppress(Exception):
-            pg.drop_slot(slot, timeout=30)
+            db.release(slot)
     if codes and codes[0] not in (0, -signal.SIGTERM):
         log(f"{name}: consumer exited {codes[0]} at the stop; logs in {work}")
     seen.refresh()
@@ -607,6 +584,7 @@ def measure(name: str, idx: int, pg: Any, kafka: Any, base: Path, a: argparse.Na
         log(f"{name}: WARNING the generator fell behind: {gen}")
     line: dict[str, Any] = {
         "bench": "latency",
+        "db": db.name,
         "consumer": name,
         "sink": sink,
         "rate": a.rate,
@@ -616,8 +594,15 @@ def measure(name: str, idx: int, pg: Any, kafka: Any, base: Path, a: argparse.Na
         "missing": n - got,
         "duplicates": seen.duplicates,
         **percentiles(lat),
-        "from_server_commit": percentiles(from_server),
-        "server_commit_to_client_ms_p50": percentiles(commit_gap)["p50_ms"],
+        # (MySQL's binlog event time is whole seconds: no figure from it)
+        **(
+            {
+                "from_server_commit": percentiles(from_server),
+                "server_commit_to_client_ms_p50": percentiles(commit_gap)["p50_ms"],
+            }
+            if db.name == "postgres"
+            else {}
+        ),
         "generator": gen,
         "settings": settings,
         "consumer_cpu_s": cpu,
@@ -625,6 +610,12 @@ def measure(name: str, idx: int, pg: Any, kafka: Any, base: Path, a: argparse.Na
         "watcher_cpu_s": watcher_cpu,
         "load_average": [round(load0, 2), round(load1, 2)],
     }
+    if base_lat:
+        line["without_snapshot"] = {
+            "seconds": a.baseline,
+            "delivered": len(base_lat),
+            **percentiles(base_lat),
+        }
     if a.incremental_rows:
         snap = [seen.first[i][0] for i in range(1, a.incremental_rows + 1) if i in seen.first]
         during = sum(1 for t in snap if g["commit"][0] <= t <= g["commit"][-1])
@@ -684,6 +675,13 @@ def offsets_history(warehouse: Path, n: int) -> Path:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
+        "--db",
+        choices=sorted(DATABASES),
+        default="postgres",
+        help="the source: a private PostgreSQL (default) or MariaDB (announcing MySQL 5.7, so "
+        "Debezium's MySQL connector reads it)",
+    )
+    ap.add_argument(
         "--rate", type=float, default=1000.0, help="single-row transactions per second (default 1000)"
     )
     ap.add_argument("--seconds", type=float, default=30.0, help="measured workload per consumer (default 30)")
@@ -721,6 +719,13 @@ def main(argv: list[str] | None = None) -> int:
         help="measure while an incremental snapshot of an N-row table runs (default 0: none)",
     )
     ap.add_argument(
+        "--baseline",
+        type=float,
+        default=20.0,
+        help="with --incremental-rows: seconds of the same load measured before the snapshot is "
+        "requested, reported as without_snapshot (default 20; 0: none)",
+    )
+    ap.add_argument(
         "--snapshot-drain",
         type=float,
         default=600.0,
@@ -751,27 +756,22 @@ def main(argv: list[str] | None = None) -> int:
     if a.rate <= 0 or a.seconds <= 0:
         ap.error("--rate and --seconds must be positive")
 
-    from connectors.app.embedded.postgres import start_pg
-
     use_kafka = any(CONSUMERS[c][0] == "tidemark_kafka" for c in chosen)
     with bench_session("tidemark-latency-", int(a.rate * a.seconds), a.keep, use_kafka) as (
         base,
         servers,
         kafka,
     ):
-        pg = start_pg(None, max_replication_slots=20, max_wal_senders=20)
-        servers.callback(pg.destroy)
-        with contextlib.closing(pg.connect()) as conn, conn.cursor() as cur:
-            cur.execute(SCHEMA_SQL)
-            if a.incremental_rows > 0:
-                cur.execute(INCREMENTAL_SQL, {"rows": a.incremental_rows})
+        db = DATABASES[a.db](base)
+        servers.callback(db.destroy)
+        db.setup(a.incremental_rows)
         if a.offsets_history > 0 and any(CONSUMERS[c][0] != "debezium" for c in chosen):
             a.history_dir = offsets_history(base / "offsets-history", a.offsets_history)
         lines: dict[str, dict[str, Any]] = {}
         for idx, name in enumerate(chosen):
             log(f"{name}: starting")
             try:
-                lines[name] = measure(name, idx, pg, kafka, base, a)
+                lines[name] = measure(name, idx, db, kafka, base, a)
                 emit(lines[name])
             except Exception as e:  # noqa: BLE001 - report and go on with the other consumers
                 log(f"{name} FAILED: {e}")
@@ -800,13 +800,16 @@ def snapshot_ratios(lines: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         out.append(
             {
                 "bench": "latency",
+                "db": line.get("db"),
                 "ratio": f"{name}/{base}",
                 "of": "incremental snapshot rows/s",
                 "value": round(value, 2),
                 "target": SNAPSHOT_TARGET,
                 "meets_target": value >= SNAPSHOT_TARGET,
                 "p99_ms": line["p99_ms"],
+                "p99_ms_without_snapshot": (line.get("without_snapshot") or {}).get("p99_ms"),
                 f"{base}_p99_ms": lines[base]["p99_ms"],
+                f"{base}_p99_ms_without_snapshot": (lines[base].get("without_snapshot") or {}).get("p99_ms"),
             }
         )
     return out

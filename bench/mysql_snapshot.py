@@ -37,6 +37,7 @@ from _common import (
     bench_session,
     count_written,
     log,
+    mysql_debezium_props,
     run_debezium_counter,
     run_monitored,
     run_tidemark_snapshot,
@@ -124,23 +125,10 @@ def run_client(db: Any, work: Path, n: int) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- Debezium
 def run_debezium(db: Any, work: Path, n: int) -> dict[str, Any]:
-    from connectors.app.embedded.util import unique_server_id
-
     props = {
-        "name": "bench-mysql-snapshot",
-        "connector.class": "io.debezium.connector.mysql.MySqlConnector",
-        "offset.storage": "org.apache.kafka.connect.storage.FileOffsetBackingStore",
-        "offset.storage.file.filename": str(work / "dbz.offsets"),
-        "offset.flush.interval.ms": "10000",
-        "key.converter.schemas.enable": "true",
-        "value.converter.schemas.enable": "true",
-        "schema.history.internal": "io.debezium.storage.file.history.FileSchemaHistory",
-        "schema.history.internal.file.filename": str(work / "dbz.history"),
-        "topic.prefix": PREFIX,
-        "database.server.id": str(unique_server_id()),
+        **mysql_debezium_props(db, work, "bench-mysql-snapshot", PREFIX),
         "database.include.list": DB,
         "snapshot.mode": "initial",
-        **db.props(),
     }
     st, start, wall, peak, cpu = run_debezium_counter(props, work, n, max(600.0, n / 500), TOPIC)
     return {

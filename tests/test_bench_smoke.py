@@ -87,15 +87,19 @@ def test_latency_benchmark_small_run() -> None:
 
 
 @pytest.mark.timeout(600)
-def test_latency_during_incremental_snapshot() -> None:
+@pytest.mark.parametrize(
+    ("db", "consumers"), [("postgres", "tidemark_jsonl"), ("mariadb", "tidemark_jsonl,debezium_poll10ms")]
+)
+def test_latency_during_incremental_snapshot(db: str, consumers: str) -> None:
     """bench/latency.py --incremental-rows: the measured rows stream while an incremental snapshot
-    of another table runs, and the line says how many snapshot rows reached the sink meanwhile."""
+    of another table runs, and the line says how many snapshot rows reached the sink meanwhile;
+    on MariaDB also Debezium's MySQL connector, and the ratio line."""
     proc = subprocess.run(
         [
             sys.executable,
             str(ROOT / "bench" / "latency.py"),
-            *("--rate", "50", "--seconds", "6", "--warmup", "1", "--drain", "20"),
-            *("--consumers", "tidemark_jsonl", "--incremental-rows", "20000"),
+            *("--db", db, "--rate", "50", "--seconds", "6", "--warmup", "1", "--drain", "20"),
+            *("--consumers", consumers, "--incremental-rows", "20000", "--baseline", "2"),
         ],
         capture_output=True,
         text=True,
@@ -103,13 +107,23 @@ def test_latency_during_incremental_snapshot() -> None:
         cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    (d,) = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
-    assert "error" not in d, d
-    assert d["delivered"] == d["events"] == 300 and d["duplicates"] == 0, d
-    snap = d["incremental_snapshot"]
-    assert (
-        snap["rows"] == 20000 and 0 < snap["rows_in_sink_during_measurement"] <= snap["rows_in_sink_at_end"]
-    )
-    # the bench waits for the snapshot's last row: its own pace, and the connector's peak memory
-    assert snap["completed"] and snap["rows_in_sink_at_end"] == 20000 and snap["rows_per_s"] > 0, snap
-    assert d["peak_rss_mb"] > 50, d
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    measured = [d for d in lines if "consumer" in d]
+    assert [d["consumer"] for d in measured] == consumers.split(","), proc.stderr[-3000:]
+    for d in measured:
+        assert "error" not in d, d
+        assert d["db"] == db and d["delivered"] == d["events"] == 300 and d["duplicates"] == 0, d
+        snap = d["incremental_snapshot"]
+        assert snap["rows"] == 20000
+        assert 0 < snap["rows_in_sink_during_measurement"] <= snap["rows_in_sink_at_end"], snap
+        # the bench waits for the snapshot's last row: its own pace, and the consumer's peak memory
+        assert snap["completed"] and snap["rows_in_sink_at_end"] == 20000 and snap["rows_per_s"] > 0, snap
+        assert d["peak_rss_mb"] > 50, d
+        # the same load measured before the snapshot was asked for
+        assert d["without_snapshot"]["delivered"] == 100 and d["without_snapshot"]["p99_ms"] > 0, d
+    ratios = [d for d in lines if "ratio" in d]
+    if "debezium" in consumers:
+        (r,) = ratios
+        assert r["ratio"] == "tidemark_jsonl/debezium_poll10ms" and r["value"] > 0 and r["db"] == db, r
+    else:
+        assert ratios == []
