@@ -244,7 +244,9 @@ class Record:
     """One Kafka record as every sink receives it.
 
     `key`/`value` are payloads already in Kafka Connect JSON form (bytes base64, decimals
-    as base64 unscaled bytes, ...); `value is None` is a tombstone. `key_schema`/`value_schema`
+    as base64 unscaled bytes, ...); `value is None` is a tombstone. A part of a payload may be an
+    `orjson.Fragment` (JSON text serialized already: an incremental snapshot row's `after`);
+    serialize payloads with orjson. `key_schema`/`value_schema`
     are `connectors.format.schema.Schema` objects, shared per table version so serializers can cache
     their JSON by identity. `collection` is the captured table (`schema.table` / `db.table`) or
     None for transaction/heartbeat/message records. `offset` is the source offset of the record.

@@ -733,14 +733,16 @@ class IncrementalSnapshots:
             base["lsn"] = base["txId"] = None
         else:
             base["db"] = ns_part
-        loads = orjson.loads
+        loads, fragment = orjson.loads, orjson.Fragment
         out = []
         for k, a, d in zip(staged.keys, staged.afters, staged.dedup, strict=True):
             if d in dropped:
                 continue
             value = {
                 "before": None,
-                "after": loads(a),
+                # the staged JSON as it is: the sinks serialize with orjson, which splices it in
+                # (parsing it to dicts only to dump them again was a third of the engine's time)
+                "after": fragment(a),
                 "source": base,
                 "transaction": None,
                 "op": "r",

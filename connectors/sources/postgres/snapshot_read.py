@@ -159,6 +159,12 @@ def snapshot_connection(conninfo: str, initial_statements: Sequence[str] = ()) -
                         f"(SQLSTATE {getattr(exc, 'sqlstate', None) or 'unknown'})",
                         "run that statement in psql as the connector's user to see the server's message",
                     ) from None
+            # once per connection (a kept one serves many reads): the text forms the encoders parse
+            try:
+                for name, value in SESSION_SETTINGS:
+                    cur.execute(f"SET {name} = '{value}'")
+            except Exception as exc:
+                raise _translate(exc, conninfo, "setting up a snapshot connection", None) from None
     except BaseException:
         conn.close()
         raise
@@ -175,8 +181,8 @@ def read_batches(
     read_ahead: int = 0,
     connection: Any = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Run `sql` in a read-only REPEATABLE READ transaction (inside the exported `snapshot`
-    when given) and yield its rows as record batches of at most `fetch_rows` rows, streamed:
+    """Run `sql` (in a read-only REPEATABLE READ transaction inside the exported `snapshot` when
+    given, else as one autocommit statement: its own consistent view) and yield its rows as record batches of at most `fetch_rows` rows, streamed:
     memory holds one network batch of ADBC's (sized from `fetch_rows`) and the batch yielded.
     The connection is `connection` (one of `snapshot_connection`, kept open: a connect costs an
     ADBC type lookup, measured at a quarter of an incremental chunk's read) or a new one with
@@ -194,20 +200,21 @@ def read_batches(
         # typical rows, and bounds memory by the fetch size whatever the table's size.
         hint = max(1 << 16, min(fetch_rows * 256, 1 << 27))
         cur.adbc_statement.set_options(**{"adbc.postgresql.batch_size_hint_bytes": str(hint)})
-        committed = False
+        # Without an exported snapshot the one statement is its own consistent view: no
+        # transaction round trips (an incremental chunk is one statement on a kept connection)
+        committed = snapshot is None
         try:
-            for name, value in SESSION_SETTINGS:
-                cur.execute(f"SET {name} = '{value}'")
-            cur.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             if snapshot is not None:
+                cur.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                 cur.execute(f"SET TRANSACTION SNAPSHOT '{snapshot}'")  # checked against _SNAPSHOT_ID
             cur.execute(sql)
             reader = cur.fetch_record_batch()
             for batch in _read_ahead(reader, read_ahead) if read_ahead > 0 else reader:
                 for start in range(0, batch.num_rows, fetch_rows):
                     yield batch.slice(start, fetch_rows)
-            cur.execute("COMMIT")
-            committed = True
+            if snapshot is not None:
+                cur.execute("COMMIT")
+                committed = True
         except TidemarkError:
             raise
         except Exception as exc:
