@@ -14,15 +14,37 @@ all a Delta log would give here. A remote warehouse (a URL) keeps the Delta tabl
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import quote, unquote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from connectors.state.storage import storage_error
+
 SUFFIX = ".parquet"
+WHAT = "the incremental snapshot staging directory"
+
+
+F = TypeVar("F", bound=Callable[..., object])
+
+
+def _reported(fn: F) -> F:
+    """A file-system error as the project's storage error (what failed, where, what to do)."""
+
+    @functools.wraps(fn)
+    def wrapper(self: ChunkFiles, *args: object, **kwargs: object) -> object:
+        try:
+            return fn(self, *args, **kwargs)
+        except OSError as e:
+            raise storage_error(e, self.dir, WHAT) from None
+
+    return wrapper  # type: ignore[return-value]
 
 
 def local_dir(uri: str) -> Path | None:
@@ -39,6 +61,7 @@ class ChunkFiles:
     def _path(self, chunk: str) -> Path:
         return self.dir / (quote(chunk, safe="") + SUFFIX)
 
+    @_reported
     def write(self, chunk: str, data: pa.Table) -> None:
         """Stage `chunk` (its rows and meta row, without the partition columns) durably."""
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -53,6 +76,7 @@ class ChunkFiles:
                 tmp.unlink()
         _fsync(self.dir)
 
+    @_reported
     def load(self, chunk: str, columns: list[str]) -> pa.Table | None:
         """The staged chunk's rows (None: not staged here)."""
         try:
@@ -60,6 +84,7 @@ class ChunkFiles:
         except FileNotFoundError:
             return None
 
+    @_reported
     def ids(self, prefix: str) -> set[str]:
         """The staged chunk ids that start with `prefix`."""
         try:
@@ -69,6 +94,7 @@ class ChunkFiles:
         found = (unquote(n[: -len(SUFFIX)]) for n in names if n.endswith(SUFFIX) and not n.startswith("."))
         return {c for c in found if c.startswith(prefix)}
 
+    @_reported
     def drop(self, prefix: str, *, keep: bool) -> None:
         """Delete the chunks whose id starts with `prefix` (`keep`: all the others)."""
         try:

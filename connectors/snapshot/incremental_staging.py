@@ -58,6 +58,8 @@ SCHEMA = pa.schema(
         pa.field("meta", pa.string()),  # kind=meta: the chunk's ChunkMeta as JSON
     ]
 )
+# a chunk's own columns (a chunk file's; the Delta table adds the partition columns)
+ROWS = pa.schema([f for f in SCHEMA if f.name not in ("connector", "chunk")])
 
 
 @dataclass
@@ -135,8 +137,6 @@ class Staging:
         n = len(afters)
         data = pa.table(
             {
-                "connector": pa.array([self.connector] * (n + 1), pa.string()),
-                "chunk": pa.array([chunk] * (n + 1), pa.string()),
                 "kind": pa.array(["row"] * n + ["meta"], pa.string()),
                 "ord": pa.array(range(n + 1), pa.int32()),
                 "key": pa.array([*keys, None], pa.string()),
@@ -144,7 +144,7 @@ class Staging:
                 "dedup": pa.array([*dedup, None], pa.string()),
                 "meta": pa.array([None] * n + [meta.to_json()], pa.string()),
             },
-            schema=SCHEMA,
+            schema=ROWS,
         )
         staged = StagedChunk(ChunkMeta.from_json(meta.to_json()), list(keys), list(afters), list(dedup))
         if wait:
@@ -165,13 +165,19 @@ class Staging:
                 self._recent.popitem(last=False)
 
     def _store(self, chunk: str, data: pa.Table) -> None:
-        if self.files is None:
-            self._append(data)
-            return
-        try:
-            self.files.write(chunk, data.drop_columns(["connector", "chunk"]))
-        except OSError as e:
-            raise storage_error(e, self.files.dir, "the incremental snapshot staging directory") from None
+        if self.files is not None:
+            self.files.write(chunk, data)
+        else:
+            self._append(self._partitioned(chunk, data))
+
+    def _partitioned(self, chunk: str, data: pa.Table) -> pa.Table:
+        """`data` with the Delta table's partition columns (a chunk file has none)."""
+        n = data.num_rows
+        parts = {
+            "connector": pa.array([self.connector] * n, pa.string()),
+            "chunk": pa.array([chunk] * n, pa.string()),
+        }
+        return pa.table({**parts, **{name: data[name] for name in data.column_names}}, schema=SCHEMA)
 
     def _write_loop(self) -> None:
         """The writer thread: stages the chunks as they come; into Delta, the chunks waiting
@@ -188,7 +194,7 @@ class Staging:
                 if self.files is not None:
                     self._store(batch[0][0], batch[0][1])
                 else:
-                    self._append(pa.concat_tables([data for _, data, _ in batch]))
+                    self._append(pa.concat_tables([self._partitioned(c, data) for c, data, _ in batch]))
             except BaseException as e:  # noqa: BLE001 - each waiting chunk gets the error
                 for _, _, done in batch:
                     done.set_exception(e)
@@ -277,12 +283,7 @@ class Staging:
         )
 
     def _load_file(self, chunk: str, columns: list[str]) -> pa.Table | None:
-        if self.files is None:
-            return None
-        try:
-            return self.files.load(chunk, columns)
-        except OSError as e:
-            raise storage_error(e, self.files.dir, "the incremental snapshot staging directory") from None
+        return self.files.load(chunk, columns) if self.files is not None else None
 
     def _load_delta(self, chunk: str, columns: list[str]) -> pa.Table | None:
         with self._dt_lock:
@@ -392,10 +393,7 @@ class Staging:
         from deltalake.exceptions import DeltaError
 
         if self.files is not None:
-            try:
-                self.files.drop(snapshot_id + "-", keep=keep)
-            except OSError as e:
-                raise storage_error(e, self.files.dir, "the incremental snapshot staging directory") from None
+            self.files.drop(snapshot_id + "-", keep=keep)
         with self._lock:
             for c in [c for c in self._recent if c.startswith(snapshot_id + "-") != keep]:
                 del self._recent[c]
