@@ -65,3 +65,7 @@ def test_spark_reader(mariadb: Any, mariadb_database: str, tmp_path: Path, kill:
 def test_spark_reader_on_an_idle_database(mariadb: Any, mariadb_database: str, tmp_path: Path) -> None:
     s = _setup(mariadb, mariadb_database, tmp_path, 7312, **cases.SPARK_SETTINGS)
     cases.spark_reader_idle(s, tmp_path)
+
+
+def test_chunks_encode_together_as_alone(mariadb: Any, mariadb_database: str, tmp_path: Path) -> None:
+    cases.chunks_encode_together_as_alone(_setup(mariadb, mariadb_database, tmp_path, 7314))

@@ -54,3 +54,7 @@ def test_spark_reader(pg: Any, pg_database: str, tmp_path: Path, kill: bool) -> 
 def test_spark_reader_on_an_idle_database(pg: Any, pg_database: str, tmp_path: Path) -> None:
     s = _setup(pg, pg_database, tmp_path, "incpg6", **cases.SPARK_SETTINGS)
     cases.spark_reader_idle(s, tmp_path)
+
+
+def test_chunks_encode_together_as_alone(pg: Any, pg_database: str, tmp_path: Path) -> None:
+    cases.chunks_encode_together_as_alone(_setup(pg, pg_database, tmp_path, "incpg7"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -376,7 +377,6 @@ def test_chunks_planned_ahead_continue_where_the_stored_plans_end() -> None:
     """The planner: chunk bounds every `chunk_size` rows from the server's key numbering, the last
     chunk of a table up to its maximum key, empty tables listed in the next chunk, and plans
     stored before reused as they are (a restarted job reads the same ranges)."""
-    from typing import Any
 
     from connectors.snapshot.incremental_plan import plan_ahead
 
@@ -438,3 +438,44 @@ def test_the_chunk_job_holds_new_chunks_while_the_stream_lags() -> None:
     budget, again = _budget(True, 4, since - incremental.HOLD_MAX_S - 0.1)
     assert budget == 1 and again is not None and again > since - 0.1  # one chunk, then held anew
     assert _budget(False, 4, since) == (4, None)
+
+
+class _ListCodec:
+    """Rows given as lists of ids; records how many chunks each call encodes."""
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def encode_many(self, parts: Any) -> list[tuple[list[str | None], list[str]]]:
+        self.calls.append(len(parts))
+        if any("bad" in p for p in parts):
+            raise ValueError("a value the encoder refuses")
+        return [([f'{{"id": {v}}}' for v in p], [f'{{"id":{v},"n":0}}' for v in p]) for p in parts]
+
+
+def test_staging_encodes_waiting_chunks_together(tmp_path: Path) -> None:
+    from concurrent.futures import Future
+
+    from connectors.snapshot.incremental_staging import ReadRows, _encode, _Unencoded
+
+    one, other = _ListCodec(), _ListCodec()
+    meta = ChunkMeta("public.a", ["2"], ["9"], 2, [])
+
+    def item(cid: str, codec: _ListCodec, ids: list[Any]) -> Any:
+        return (cid, meta, _Unencoded(ReadRows(len(ids), ids[-1:], codec, ids), None), Future())
+
+    got = _encode(
+        [item("s-0", one, [1, 2]), item("s-1", one, [3]), item("s-2", other, ["bad"]), item("s-3", one, [4])]
+    )
+    assert one.calls == [2, 1] and other.calls == [1]  # consecutive chunks of a codec: one call
+    assert isinstance(got[2], ValueError)  # only the failing call's chunk is not staged
+    first, second, last = (g for g in got if not isinstance(g, Exception))
+    assert first.afters == ['{"id":1,"n":0}', '{"id":2,"n":0}'] and first.dedup == ['{"id":1}', '{"id":2}']
+    assert second.keys == ['{"id": 3}'] and last.dedup == ['{"id":4}']
+    # through the writer thread: encoded there, read back once stored
+    st = Staging(tmp_path, "c1")
+    st.write_read("s-0", meta, ReadRows(2, [6], one, [5, 6]), None, wait=False)
+    st.write_read("s-1", meta, ReadRows(1, ["bad"], other, ["bad"]), None, wait=False)
+    staged = st.read("s-0")
+    assert staged is not None and staged.afters == ['{"id":5,"n":0}', '{"id":6,"n":0}']
+    assert st.read("s-1") is None and Staging(tmp_path, "c1").read("s-0") is not None

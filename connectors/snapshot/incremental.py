@@ -818,11 +818,19 @@ class IncrementalSnapshots:
         began = time.monotonic()
         with self._cond:
             while not self._closed and time.monotonic() - began < HOLD_MAX_S:
-                stale = time.monotonic() - self._lag_at > 1.0 and not self._backlog
-                if self._lag_ms <= self.max_lag_ms or stale:
+                if not self._lags():
                     break
                 self._cond.wait(0.05)
         self.held_s += time.monotonic() - began
+
+    def lagging(self) -> bool:
+        """Whether `stream_first` would wait now."""
+        with self._cond:
+            return self.max_lag_ms > 0 and self._lags()
+
+    def _lags(self) -> bool:
+        stale = time.monotonic() - self._lag_at > 1.0 and not self._backlog
+        return not (self._lag_ms <= self.max_lag_ms or stale)
 
     def next_work(self) -> tuple[Progress, tuple[str, int, int]] | None:
         """Wait for a chunk to read: (a copy of the progress, its token); None once closed."""

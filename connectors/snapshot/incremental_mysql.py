@@ -11,7 +11,9 @@ the text `snapshot.mysql.key_text` reads and come back as literals of the column
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
+
+import pyarrow as pa
 
 from connectors.format.tableschema import TableSchema
 from connectors.settings.config import ConnectorConfig
@@ -19,12 +21,12 @@ from connectors.settings.model import MySqlSettings
 from connectors.snapshot.chunks import Chunk
 from connectors.snapshot.incremental_read import (
     ChunkQuery,
-    ChunkRows,
     SignalRows,
     boundary_select,
     chunk_select,
-    texts_of,
+    cut,
 )
+from connectors.snapshot.incremental_staging import ReadRows
 from connectors.snapshot.mysql import key_literal, key_text, select_pieces
 from connectors.sources.mysql import setup
 from connectors.sources.mysql.ddl import DdlParser
@@ -53,6 +55,7 @@ class MySqlChunkSource(SignalRows):
         self._ddl: dict[str, str] = {}  # the SHOW CREATE TABLE text each cached model came from
         self._signal = _name(signal_table)
         self._mariadb: bool | None = None
+        self._codecs: dict[str, MySqlRowCodec] = {}  # by table: its chunks are encoded together
 
     def close(self) -> None:
         self.conn.close()
@@ -190,7 +193,7 @@ class MySqlChunkSource(SignalRows):
             cur.execute("SELECT GET_LOCK(%s, 0)", (name[:64],))
             return cur.fetchone()[0] == 1
 
-    def read(self, q: ChunkQuery) -> ChunkRows:
+    def read(self, q: ChunkQuery) -> ReadRows:
         found = self._model(q.table)
         assert found is not None
         _ts, enc, t = found
@@ -199,32 +202,54 @@ class MySqlChunkSource(SignalRows):
         cols = [quote_ident(c) for c in q.key]
         query = chunk_select(q, select_list, _name(q.table), cols, lambda i, v: str(literals[i](v)))
         width = len(enc.columns)
-        keys: list[str | None] = []
-        afters: list[str] = []
+        pieces: list[TextBatch | list[Any]] = []
+        count = 0
         last: list[Any] | None = None
-        for pieces, encode in select_pieces(
+        for got, _encode in select_pieces(
             self.conn, query, Chunk(q.table, 0, None, None), enc, max(q.fetch or q.limit, 1)
         ):
-            for piece in pieces:
+            for piece in got:
                 if isinstance(piece, TextBatch):
                     if piece.num_rows == 0:
                         continue
-                    main: Any = TextBatch(piece.columns[:width], piece.fields[:width], piece.num_rows)
+                    pieces.append(TextBatch(piece.columns[:width], piece.fields[:width], piece.num_rows))
                     last = [
                         _text(piece.columns[width + i][piece.num_rows - 1].as_py()) for i in range(len(q.key))
                     ]
                 else:
                     if not piece:
                         continue
-                    main = [r[:width] for r in piece]
+                    pieces.append([r[:width] for r in piece])
                     last = [_text(v) for v in piece[-1][width:]]
-                k, a = encode(main)
-                afters.extend(texts_of(a))
-                if k is not None:
-                    keys.extend(texts_of(k))
-                else:
-                    keys.extend(None for _ in range(len(a)))
-        return ChunkRows(keys, afters, last)
+                count += len(pieces[-1])
+        codec = self._codecs.get(q.table)
+        if codec is None or codec.enc is not enc:  # (the table's schema was read again)
+            codec = self._codecs[q.table] = MySqlRowCodec(enc)
+        return ReadRows(count, last, codec, pieces)
+
+
+class MySqlRowCodec:
+    """Encodes chunks of one table's SELECT together: text-protocol pieces of the same columns
+    joined into one `TextBatch` (one `encode_text` call: its Arrow kernels cost mostly per call
+    at a chunk's 1,024 rows), rows of PyMySQL's own reads one piece at a time."""
+
+    def __init__(self, enc: SnapshotRows) -> None:
+        self.enc = enc
+
+    def encode_many(
+        self, parts: Sequence[list[TextBatch | list[Any]]]
+    ) -> list[tuple[list[str | None], list[str]]]:
+        pieces = [p for part in parts for p in part]
+        fields = {p.fields for p in pieces if isinstance(p, TextBatch)}
+        if len(fields) == 1 and all(isinstance(p, TextBatch) for p in pieces):
+            texts = cast(list[TextBatch], pieces)
+            width = len(texts[0].columns)
+            joined = [pa.concat_arrays([b.columns[c] for b in texts]) for c in range(width)]
+            pieces = [TextBatch(joined, texts[0].fields, sum(b.num_rows for b in texts))]
+        encoded = (
+            self.enc.encode_text(p) if isinstance(p, TextBatch) else self.enc.encode(p) for p in pieces
+        )
+        return cut(encoded, [sum(len(p) for p in part) for part in parts])
 
 
 def _text(v: Any) -> Any:

@@ -31,6 +31,7 @@ from connectors.snapshot.incremental_read import (
     ChunkSource,
     close_window,
     dedup_values,
+    encoded,
     instant,
     table_start,
 )
@@ -172,7 +173,7 @@ def read_planned(
             q = ChunkQuery(
                 table, plan["key"], plan["lower"], plan["upper"], plan["condition"], 1 << 62, fetch=10_000
             )
-            rows = src.read(q)
+            rows = encoded(src.read(q))
     meta = plan_meta(plan, len(rows.afters))
     staging.write(chunk_id, meta, rows.keys, rows.afters, dedup_values(rows, plan["surrogate_key"]))
     close_window(src, chunk_id, strategy, opened)
