@@ -479,3 +479,22 @@ def test_staging_encodes_waiting_chunks_together(tmp_path: Path) -> None:
     staged = st.read("s-0")
     assert staged is not None and staged.afters == ['{"id":5,"n":0}', '{"id":6,"n":0}']
     assert st.read("s-1") is None and Staging(tmp_path, "c1").read("s-0") is not None
+
+
+class _BadAfterCodec:
+    """Encodes one row whose `after` is not text: the chunk cannot be stored."""
+
+    def encode_many(self, parts: Any) -> list[tuple[list[str | None], list[Any]]]:
+        return [(['{"id":1}'], [12345]) for _ in parts]
+
+
+def test_staging_writer_survives_a_chunk_it_cannot_store(tmp_path: Path) -> None:
+    from connectors.snapshot.incremental_staging import ReadRows
+
+    st = Staging(tmp_path, "c1")
+    meta = ChunkMeta("public.a", ["1"], ["9"], 1, [])
+    st.write_read("s-0", meta, ReadRows(1, [1], _BadAfterCodec(), None), None, wait=False)
+    st.write_read("s-1", meta, ReadRows(1, [2], _ListCodec(), [2]), None, wait=False)
+    assert st.read("s-0") is None  # not staged: the engine reads that chunk again
+    staged = st.read("s-1")  # the writer thread went on
+    assert staged is not None and staged.afters == ['{"id":2,"n":0}']

@@ -403,10 +403,20 @@ class ChunkReader:
         if self._read_past(p, token):
             assert done is not None
             p = done[2].copy()
-        while p.collections and p.chunk_seq <= limit and self.controller.may_read_ahead(token):
+        while (
+            p.collections
+            and p.chunk_seq <= limit
+            and (self._open(p) or self.controller.may_read_ahead(token))
+        ):
             meta = self._chunk(src, p, partial(self._next, p, limit, token))
             p.advance(meta)
             self._read_to = (token[0], token[2], p.copy())
+
+    def _open(self, p: Progress) -> bool:
+        """Whether `p`'s chunk window was opened by the close before: it is read now whatever
+        happened since (as a chunk a pause finds mid-read), so no window stays open through a
+        pause."""
+        return self._opened is not None and self._opened[0] == p.chunk_id
 
     def _next(self, p: Progress, limit: int, token: tuple[str, int, int], meta: ChunkMeta) -> str | None:
         """The chunk read right after `p`'s (which found `meta`) by `_read_ahead`: not past

@@ -31,10 +31,9 @@ import logging
 import queue
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future, wait
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -294,23 +293,31 @@ class Staging:
                     batch.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
-            encoded = _encode(batch)
+            encoded: list[StagedChunk | Exception]
+            try:
+                encoded = _encode(batch)
+            except Exception as e:  # noqa: BLE001 - (a bug) the writer goes on; these are read again
+                encoded = [e] * len(batch)
             stored: list[tuple[_Item, StagedChunk]] = []
             for item, staged in zip(batch, encoded, strict=True):
                 if isinstance(staged, Exception):
                     item[3].set_exception(staged)
                 elif self.files is not None:  # a file each: the engine takes the first at once
-                    self._finish([(item, staged)], partial(self._store, item[0], _rows_table(staged)))
+                    self._finish([(item, staged)])
                 else:
                     stored.append((item, staged))
             if stored:
-                data = pa.concat_tables([self._partitioned(i[0], _rows_table(st)) for i, st in stored])
-                self._finish(stored, partial(self._append, data))
+                self._finish(stored)
 
-    def _finish(self, items: list[tuple[_Item, StagedChunk]], store: Callable[[], None]) -> None:
-        """Run `store` (the items' write), then settle each item's future with its outcome."""
+    def _finish(self, items: list[tuple[_Item, StagedChunk]]) -> None:
+        """Store the items' chunks (a file; into Delta, one commit), then settle each item's
+        future with the outcome (never raises: the writer thread must go on)."""
         try:
-            store()
+            if self.files is not None:
+                for item, staged in items:
+                    self._store(item[0], _rows_table(staged))
+            else:
+                self._append(pa.concat_tables([self._partitioned(i[0], _rows_table(st)) for i, st in items]))
         except BaseException as e:  # noqa: BLE001 - each waiting chunk gets the error
             for item, _ in items:
                 item[3].set_exception(e)
