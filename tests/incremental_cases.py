@@ -503,7 +503,7 @@ def chunks_encode_together_as_alone(s: Setup) -> None:
             "34"
         ]
         codec = parts[0].codec
-        assert all(r.codec is codec for r in parts)
+        assert all(r.codec == codec for r in parts)  # one encoding group
         together = codec.encode_many([r.part for r in parts])
         alone = [codec.encode_many([r.part])[0] for r in parts]
         assert together == alone

@@ -11,6 +11,7 @@ the text `snapshot.mysql.key_text` reads and come back as literals of the column
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 import pyarrow as pa
@@ -55,7 +56,6 @@ class MySqlChunkSource(SignalRows):
         self._ddl: dict[str, str] = {}  # the SHOW CREATE TABLE text each cached model came from
         self._signal = _name(signal_table)
         self._mariadb: bool | None = None
-        self._codecs: dict[str, MySqlRowCodec] = {}  # by table: its chunks are encoded together
 
     def close(self) -> None:
         self.conn.close()
@@ -222,19 +222,16 @@ class MySqlChunkSource(SignalRows):
                     pieces.append([r[:width] for r in piece])
                     last = [_text(v) for v in piece[-1][width:]]
                 count += len(pieces[-1])
-        codec = self._codecs.get(q.table)
-        if codec is None or codec.enc is not enc:  # (the table's schema was read again)
-            codec = self._codecs[q.table] = MySqlRowCodec(enc)
-        return ReadRows(count, last, codec, pieces)
+        return ReadRows(count, last, MySqlRowCodec(enc), pieces)
 
 
+@dataclass(frozen=True)
 class MySqlRowCodec:
     """Encodes chunks of one table's SELECT together: text-protocol pieces of the same columns
     joined into one `TextBatch` (one `encode_text` call: its Arrow kernels cost mostly per call
     at a chunk's 1,024 rows), rows of PyMySQL's own reads one piece at a time."""
 
-    def __init__(self, enc: SnapshotRows) -> None:
-        self.enc = enc
+    enc: SnapshotRows  # equal codecs (the same encoder object) are encoded together
 
     def encode_many(
         self, parts: Sequence[list[TextBatch | list[Any]]]

@@ -9,6 +9,7 @@ and come back as quoted literals the server casts to the column's type, so any k
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -57,7 +58,6 @@ class PgChunkSource(SignalRows):
         )
         self._tables: dict[str, tuple[TableSchema, SnapshotColumns] | None] = {}
         self._reader: Any = None  # the chunk reads' ADBC connection, opened on the first read
-        self._codecs: dict[str, PgRowCodec] = {}  # by table: its chunks are encoded together
         schema, _, name = signal_table.partition(".")
         self._signal = f"{self._q(schema)}.{self._q(name)}"
 
@@ -161,19 +161,16 @@ class PgChunkSource(SignalRows):
             batches.append(batch)
             width = batch.num_columns
             last = [_scalar(batch.column(width - n + i), batch.num_rows - 1) for i in range(n)]
-        codec = self._codecs.get(q.table)
-        if codec is None or codec.enc is not enc:  # (the table's schema was read again)
-            codec = self._codecs[q.table] = PgRowCodec(enc)
-        return ReadRows(sum(b.num_rows for b in batches), last, codec, batches)
+        return ReadRows(sum(b.num_rows for b in batches), last, PgRowCodec(enc), batches)
 
 
+@dataclass(frozen=True)
 class PgRowCodec:
     """Encodes chunks of one table's SELECT (lists of record batches) together: one record batch
     of all their rows, one `SnapshotColumns.encode` call (its Arrow kernels cost mostly per call
     at a chunk's 1,024 rows), cut back into the chunks."""
 
-    def __init__(self, enc: SnapshotColumns) -> None:
-        self.enc = enc
+    enc: SnapshotColumns  # equal codecs (the same encoder object) are encoded together
 
     def encode_many(self, parts: Sequence[list[pa.RecordBatch]]) -> list[tuple[list[str | None], list[str]]]:
         batches = [b for p in parts for b in p]

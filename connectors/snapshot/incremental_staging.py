@@ -101,7 +101,8 @@ class StagedChunk:
 
 
 class RowCodec(Protocol):
-    """A table's encoder of rows as its chunk source read them."""
+    """A table's encoder of rows as its chunk source read them; chunks of equal codecs are
+    encoded in one call."""
 
     def encode_many(self, parts: Sequence[Any]) -> list[tuple[list[str | None], list[str]]]:
         """Per part (one chunk's rows): its event keys' JSON (None per row: keyless table) and
@@ -152,7 +153,7 @@ def dedup_of(keys: Sequence[str | None], afters: Sequence[str], surrogate: str |
 
 
 def _encode(items: Sequence[_Item]) -> list[StagedChunk | Exception]:
-    """The items' chunks, encoded: consecutive chunks of one codec in one call (an error fails
+    """The items' chunks, encoded: consecutive chunks of equal codecs in one call (an error fails
     that call's chunks only)."""
     out: list[StagedChunk | Exception] = []
     i = 0
@@ -164,7 +165,7 @@ def _encode(items: Sequence[_Item]) -> list[StagedChunk | Exception]:
             continue
         codec, j = rows.rows.codec, i
         group: list[_Unencoded] = []
-        while j < len(items) and isinstance(u := items[j][2], _Unencoded) and u.rows.codec is codec:
+        while j < len(items) and isinstance(u := items[j][2], _Unencoded) and u.rows.codec == codec:
             group.append(u)
             j += 1
         done: list[StagedChunk | Exception]
