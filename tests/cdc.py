@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -381,6 +382,40 @@ def bench_state(connect: Callable[[], Any]) -> dict[int, tuple[str, int]]:
         conn.close()
 
 
+# Writes a second of `snapshot_under_writes`'s load. Unpaced, a quiet machine wrote ~20,000 a
+# second and the run chased them for a minute: 1.3M records, and the test's own replay of them
+# ran out of 24 GB.
+SNAPSHOT_WRITE_RATE = int(os.environ.get("TIDEMARK_SNAPSHOT_TEST_WRITES", "2000"))
+
+
+class Paced:
+    """A DB-API connection whose statements are paced at `rate` per second overall, so
+    `bench_writer`'s mixed load is steady and bounded whatever the machine's speed."""
+
+    def __init__(self, conn: Any, rate: float) -> None:
+        self.conn, self.rate, self.began, self.done = conn, rate, time.monotonic(), 0
+
+    def cursor(self) -> Paced:
+        self.cur = self.conn.cursor()
+        return self
+
+    def __enter__(self) -> Paced:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.cur.close()
+
+    def execute(self, *args: Any) -> Any:
+        self.done += 1
+        ahead = self.done / self.rate - (time.monotonic() - self.began)
+        if ahead > 0:
+            time.sleep(ahead)  # pacing a load generator, not waiting for a result
+        return self.cur.execute(*args)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
 def bench_writer(
     connect: Callable[[], Any], dialect: str, stop: threading.Event, first_id: int, done: list[int], seed: int
 ) -> None:
@@ -422,8 +457,12 @@ def snapshot_under_writes(
     Checks that more than `min_writes` writes overlapped the run, that replaying the records
     reproduces the table and that the snapshot read each row once."""
     stop, done = threading.Event(), [0]
+
+    def paced() -> Paced:
+        return Paced(connect(), SNAPSHOT_WRITE_RATE)
+
     writer = threading.Thread(
-        target=bench_writer, args=(connect, dialect, stop, rows + 1, done, seed), daemon=True
+        target=bench_writer, args=(paced, dialect, stop, rows + 1, done, seed), daemon=True
     )
     writer.start()
     try:

@@ -8,7 +8,6 @@ import os
 import signal as os_signal
 import subprocess
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -174,41 +173,13 @@ def last_seq(changelog: Path) -> int:
     return max((r["batch_seq"] for r in rows), default=-1)
 
 
-class _Paced:
-    """A DB-API connection whose statements are paced at WRITE_RATE per second overall (so
-    `cdc.bench_writer`'s mixed load is steady and the stream keeps up on a small machine)."""
-
-    def __init__(self, conn: Any) -> None:
-        self.conn, self.began, self.done = conn, time.monotonic(), 0
-
-    def cursor(self) -> _Paced:
-        self.cur = self.conn.cursor()
-        return self
-
-    def __enter__(self) -> _Paced:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.cur.close()
-
-    def execute(self, *args: Any) -> Any:
-        self.done += 1
-        ahead = self.done / WRITE_RATE - (time.monotonic() - self.began)
-        if ahead > 0:
-            time.sleep(ahead)
-        return self.cur.execute(*args)
-
-    def close(self) -> None:
-        self.conn.close()
-
-
 @contextmanager
 def writer(s: Setup, first_id: int, seed: int) -> Iterator[list[int]]:
     """`cdc.bench_writer` (paced) in a thread for the duration of the block; yields its counter."""
     stop, done = threading.Event(), [0]
 
     def paced() -> Any:
-        return _Paced(s.connect())
+        return cdc.Paced(s.connect(), WRITE_RATE)
 
     t = threading.Thread(target=cdc.bench_writer, args=(paced, s.dialect, stop, first_id, done, seed))
     t.start()
