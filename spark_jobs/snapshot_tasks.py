@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from connectors.snapshot.chunks import Chunk
+from connectors.snapshot.kept import Kept
 from connectors.snapshot.rows import jsonl_lines, kafka_bytes
 
 
@@ -76,6 +77,20 @@ def _tune_process() -> None:
     mallopt(-1, 128 << 20)
 
 
+# This thread's Kafka producer, kept from chunk to chunk (see connectors.snapshot.kept).
+_PRODUCER: Kept[Any] = Kept(lambda sink: sink.close())
+
+
+def _kafka_sink(raw: Mapping[str, str]) -> Any:
+    def make() -> Any:
+        from connectors.settings.config import from_mapping
+        from connectors.sinks.kafka import KafkaSink
+
+        return KafkaSink.from_config(from_mapping(dict(raw)), bulk=True)
+
+    return _PRODUCER.get(tuple(sorted(raw.items())), make)
+
+
 def _partition_dir(collection: str) -> str:
     # Readers take the partition value from the add action, not the path: any safe name works.
     return "collection=" + re.sub(r"[^A-Za-z0-9._-]", "_", collection)
@@ -111,12 +126,10 @@ def write_chunk(spec: ChunkSpec, pieces: Iterable[pa.Table]) -> ChunkResult:
     delta_path = ""
     kafka = None
     jsonl = None
+    done = False
     try:
         if "kafka" in spec.sinks:
-            from connectors.settings.config import from_mapping
-            from connectors.sinks.kafka import KafkaSink
-
-            kafka = KafkaSink.from_config(from_mapping(dict(spec.raw)), bulk=True)
+            kafka = _kafka_sink(spec.raw)
         if "jsonl" in spec.sinks:
             assert spec.staging is not None
             res.jsonl_part = os.path.join(
@@ -160,11 +173,12 @@ def write_chunk(spec: ChunkSpec, pieces: Iterable[pa.Table]) -> ChunkResult:
                 _write_string_data(jsonl, jsonl_lines(topic, piece))
         if kafka is not None:
             kafka.flush()  # the chunk counts as done only once the broker holds all of it
+        done = True
     finally:
         if writer is not None:
             writer.close()
-        if kafka is not None:
-            kafka.close()
+        if kafka is not None and not done:
+            _PRODUCER.drop()  # its unsent records and errors go with it
         if jsonl is not None:
             # No fsync: the part is only read back by the driver (through the page cache) and
             # deleted once appended, and the driver fsyncs the output file it appends to. A lost

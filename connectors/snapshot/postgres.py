@@ -42,17 +42,27 @@ from connectors.settings.model import PostgresSettings
 from connectors.settings.overrides import parse_override
 from connectors.settings.values import compile_regex
 from connectors.snapshot.chunks import Chunk, pick_boundaries, range_condition, table_chunks
+from connectors.snapshot.kept import Kept
 from connectors.snapshot.reading import chunk_context, config_of, marked_pieces, select_text
 from connectors.sources.postgres import publications, slots
 from connectors.sources.postgres.catalog import list_tables
 from connectors.sources.postgres.connection import PgConnParams, connect, translate_error
-from connectors.sources.postgres.snapshot_read import SnapshotColumns, conninfo, read_batches
+from connectors.sources.postgres.snapshot_read import (
+    SnapshotColumns,
+    conninfo,
+    read_batches,
+    snapshot_connection,
+)
 from connectors.sources.postgres.tables import TableCache
 from connectors.sources.postgres.types import TypeModes
 
 log = logging.getLogger(__name__)
 
 SAMPLE_KEYS = 200  # sampled keys per planned chunk: boundaries within ~1/200 of a chunk
+# A task thread's connections, kept from chunk to chunk of one snapshot (connectors.snapshot.kept):
+# the catalog connection (psycopg2) and the ADBC reader, whose connect looks up the server's types.
+_CATALOG: Kept[Any] = Kept(lambda conn: conn.close())
+_READER: Kept[Any] = Kept(lambda conn: conn.close())
 
 
 def _settings(cfg: ConnectorConfig) -> PostgresSettings:
@@ -398,8 +408,10 @@ def read_chunk(
     src = _settings(cfg)
     params = PgConnParams.from_settings(src)
     schema, _, name = chunk.table.partition(".")
-    conn = connect(params)
+    info = conninfo(src)
+    key = (snapshot_name, info, params.initial_statements)
     try:
+        conn = _CATALOG.get(key, lambda: connect(params))
         with PgSnapshotter._InView(conn, snapshot_name) as cur:
             namer = TopicNamer.from_settings(src)
             cache = TableCache(
@@ -434,19 +446,19 @@ def read_chunk(
             source_sql = f"{ident(schema)}.{ident(name)}"
             override = src.select_overrides.get(chunk.table)
         query_text = select_text(chunk.table, source_sql, encoder.select_list(), cond, override, "postgres")
-    finally:
-        conn.close()
+    except BaseException:
+        _CATALOG.drop()
+        raise
     ts_us = int(pos.get("ts_usec") or time.time_ns() // 1000)
     ctx = chunk_context(cfg, chunk, ts, source_block(cfg, schema, name, pos, ts_us), headers)
     fetch = src.snapshot_fetch_size or 10240
-    batches = read_batches(
-        conninfo(src),
-        query_text,
-        snapshot=snapshot_name,
-        fetch_rows=fetch,
-        initial_statements=params.initial_statements,
-    )
-    yield from marked_pieces(chunk, ctx, batches, encoder.encode, lambda b: b.num_rows)
+    try:
+        reader = _READER.get(key, lambda: snapshot_connection(info, params.initial_statements))
+        batches = read_batches(info, query_text, snapshot=snapshot_name, fetch_rows=fetch, connection=reader)
+        yield from marked_pieces(chunk, ctx, batches, encoder.encode, lambda b: b.num_rows)
+    except BaseException:  # a failure, or the task stopped mid-chunk: no half-used connection kept
+        _READER.drop()
+        raise
 
 
 def cache_key_columns(ts: Any) -> list[str]:
