@@ -23,6 +23,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -108,6 +109,23 @@ def spark_session(cfg: ConnectorConfig) -> Any:
         ) from None
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+_JOB_PROCESS = False  # set by job_start: this process ends when the job does
+
+
+def stop_session(spark: Any) -> None:
+    """Stop a session the job started. PySpark's `stop()` stops the JVM side, then shuts its
+    accumulator listener down and waits for that thread, which looks for the shutdown once a
+    second: a fixed 1.0 s at the end of every job (measured). A job process exits right after
+    the job, so there only the JVM side is waited for and the listener closes on a daemon
+    thread (or with the process). Anywhere else the whole `stop()` is waited for: a later
+    session in the same process must not race the end of this one."""
+    if not _JOB_PROCESS:
+        spark.stop()
+        return
+    spark.sparkContext._jsc.stop()  # executors, shuffle and block files: done when this returns
+    threading.Thread(target=spark.stop, name="spark-stop", daemon=True).start()
 
 
 def _parallelism(cfg: ConnectorConfig, sc: Any) -> int:
@@ -707,7 +725,7 @@ def _read_chunks(
         if staging:
             shutil.rmtree(staging, ignore_errors=True)
         if own_session:
-            spark.stop()  # an own session exists unless MySQL chunks are read by driver threads
+            stop_session(spark)  # an own session exists unless MySQL chunks are read by driver threads
     return rows
 
 
@@ -797,6 +815,8 @@ def job_start(log_level: str, parent: int | None) -> None:
         level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
     logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines are connection chatter
+    global _JOB_PROCESS
+    _JOB_PROCESS = True
     if parent:
         watch_parent(parent)
 
