@@ -126,7 +126,6 @@ def write_chunk(spec: ChunkSpec, pieces: Iterable[pa.Table]) -> ChunkResult:
     delta_path = ""
     kafka = None
     jsonl = None
-    done = False
     try:
         if "kafka" in spec.sinks:
             kafka = _kafka_sink(spec.raw)
@@ -173,12 +172,13 @@ def write_chunk(spec: ChunkSpec, pieces: Iterable[pa.Table]) -> ChunkResult:
                 _write_string_data(jsonl, jsonl_lines(topic, piece))
         if kafka is not None:
             kafka.flush()  # the chunk counts as done only once the broker holds all of it
-        done = True
+    except BaseException:
+        if kafka is not None:
+            _PRODUCER.drop()  # its unsent records and errors go with it
+        raise
     finally:
         if writer is not None:
             writer.close()
-        if kafka is not None and not done:
-            _PRODUCER.drop()  # its unsent records and errors go with it
         if jsonl is not None:
             # No fsync: the part is only read back by the driver (through the page cache) and
             # deleted once appended, and the driver fsyncs the output file it appends to. A lost
