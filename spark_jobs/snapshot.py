@@ -38,6 +38,7 @@ from connectors.settings.config import ConnectorConfig, load
 from connectors.snapshot.chunks import Chunk
 from connectors.snapshot.decide import Decision, decide
 from connectors.snapshot.progress import SnapshotProgress
+from connectors.state.pagecache import drop_cached
 from spark_jobs.snapshot_tasks import ChunkResult, ChunkSpec, run_chunk, write_chunk
 
 log = logging.getLogger("tidemark.snapshot")
@@ -185,7 +186,7 @@ class Committer:
             # Not O_APPEND (sendfile refuses it): one writer, positioned at the end.
             fd = os.open(self.jsonl_path, os.O_WRONLY | os.O_CREAT, 0o644)
             with open(res.jsonl_part, "rb") as src, open(fd, "wb") as out:
-                out.seek(0, os.SEEK_END)
+                start = out.seek(0, os.SEEK_END)
                 # In the kernel (sendfile): with schemas on, a chunk's lines are gigabytes.
                 left, at = os.fstat(src.fileno()).st_size, 0
                 while left > 0:
@@ -194,6 +195,7 @@ class Committer:
                         break
                     at, left = at + n, left - n
                 os.fsync(out.fileno())
+                drop_cached(out.fileno(), start, start + at)
             os.unlink(res.jsonl_part)
         if self.delta_uri is not None:
             self._commit_delta(chunk, res)

@@ -25,6 +25,7 @@ from urllib.parse import quote, unquote
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from connectors.state.pagecache import drop_cached
 from connectors.state.storage import storage_error
 
 SUFFIX = ".parquet"
@@ -69,7 +70,7 @@ class ChunkFiles:
         tmp = self.dir / f".{final.name}.{uuid.uuid4().hex}.tmp"
         try:
             pq.write_table(data, tmp, compression="zstd", compression_level=1, write_statistics=False)
-            _fsync(tmp)
+            _fsync(tmp, drop=True)
             os.replace(tmp, final)
         finally:
             with contextlib.suppress(FileNotFoundError):
@@ -109,9 +110,13 @@ class ChunkFiles:
                     (self.dir / n).unlink()
 
 
-def _fsync(path: Path) -> None:
+def _fsync(path: Path, *, drop: bool = False) -> None:
+    """fsync `path`; `drop`: then drop its pages from the cache (the engine takes a chunk from
+    memory; its file is read only after a restart)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
+        if drop:
+            drop_cached(fd)
     finally:
         os.close(fd)
