@@ -266,6 +266,11 @@ class Record:
     # A schema change record (MySQL `<topic.prefix>` topic): carries the context headers as
     # data-change records do, though it has no collection.
     schema_change: bool = False
+    # The JsonConverter bytes of key and value built ahead, for (key schemas, value schemas)
+    # enabled as the first item says: the key's bytes, and the value's as pieces that concatenate
+    # to them (an incremental snapshot row: the table's shared head and tail around its `after`).
+    # They equal what serializing `key`/`value` gives; whoever changes those must drop this.
+    wire: tuple[tuple[bool, bool], bytes | None, tuple[bytes, ...] | None] | None = None
 
     @property
     def has_context(self) -> bool:

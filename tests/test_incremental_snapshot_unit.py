@@ -470,8 +470,9 @@ def test_staging_encodes_waiting_chunks_together(tmp_path: Path) -> None:
     assert one.calls == [2, 1] and other.calls == [1]  # consecutive chunks of a codec: one call
     assert isinstance(got[2], ValueError)  # only the failing call's chunk is not staged
     first, second, last = (g for g in got if not isinstance(g, Exception))
-    assert first.afters == ['{"id":1,"n":0}', '{"id":2,"n":0}'] and first.dedup == ['{"id":1}', '{"id":2}']
-    assert second.keys == ['{"id": 3}'] and last.dedup == ['{"id":4}']
+    assert first.afters == ['{"id":1,"n":0}', '{"id":2,"n":0}'] and first.keys == ['{"id": 1}', '{"id": 2}']
+    # a keyed table's rows are recognised by their keys, canonicalized only when a window needs them
+    assert second.keys == ['{"id": 3}'] and first.dedup is None and last.dedup is None
     # through the writer thread: encoded there, read back once stored
     st = Staging(tmp_path, "c1")
     st.write_read("s-0", meta, ReadRows(2, [6], one, [5, 6]), None, wait=False)
@@ -498,3 +499,83 @@ def test_staging_writer_survives_a_chunk_it_cannot_store(tmp_path: Path) -> None
     assert st.read("s-0") is None  # not staged: the engine reads that chunk again
     staged = st.read("s-1")  # the writer thread went on
     assert staged is not None and staged.afters == ['{"id":2,"n":0}']
+
+
+@pytest.mark.parametrize("sinks", ["jsonl", "kafka,delta", "delta"])
+@pytest.mark.parametrize("flags", [(True, True), (False, True), (True, False), (False, False)])
+def test_chunk_rows_carry_the_bytes_serializing_them_gives(
+    tmp_path: Path, sinks: str, flags: tuple[bool, bool]
+) -> None:
+    """A chunk's rows carry their Kafka/jsonl bytes, built once per chunk around each staged
+    `after` (`Record.wire`): byte for byte what serializing the record gives, for every schema
+    setting; none when no sink writes those bytes. A row whose key changed in its window is
+    dropped (its key canonicalized only then: staged keys need not be)."""
+    from cfgutil import config
+
+    from connectors.api import Batch, Record
+    from connectors.format.schema import Field, Schema
+    from connectors.format.serde import to_json_bytes
+    from connectors.sinks.common import joined, serialized_batch
+    from connectors.snapshot.incremental import IncrementalSnapshots
+
+    cfg = config(
+        "postgres",
+        tidemark__warehouse=str(tmp_path),
+        debezium__sink__type=sinks,
+        debezium__sink__kafka__producer__bootstrap__servers="localhost:1",
+        debezium__sink__delta__table__path=str(tmp_path / "delta"),
+        debezium__format__key__schemas__enable=str(flags[0]).lower(),
+        debezium__format__value__schemas__enable=str(flags[1]).lower(),
+    )
+    ctl = IncrementalSnapshots(cfg, None, lambda: None, "public.sig")  # type: ignore[arg-type]
+    key_schema = Schema("struct", name="tm.public.a.Key", fields=(Field("id", Schema("int64")),))
+    row = Schema(
+        "struct",
+        True,
+        "tm.public.a.Value",
+        fields=(Field("id", Schema("int64")), Field("s", Schema("string", True))),
+    )
+    envelope = Schema("struct", name="tm.public.a.Envelope", fields=(Field("after", row),))
+    from types import SimpleNamespace
+
+    ctl.publish(
+        "public.a", SimpleNamespace(topic="tm.public.a", key_schema=key_schema, envelope_schema=envelope)
+    )  # type: ignore[arg-type]
+    ctl.restore(None)
+    ctl.progress = Progress("s1", None, [{"id": "public.a", "condition": None, "surrogate_key": None}])
+    keys = ['{"id": 1}', '{"id":2}', '{"id":3}']  # (the first not as orjson writes it)
+    afters = ['{"id":1,"s":"\\u00e9\\"x"}', '{"id":2,"s":null}', '{"id":3,"s":"z"}']
+    ctl.staging.write("s1-0", ChunkMeta("public.a", ["3"], ["3"], 3, []), keys, afters, None, wait=True)
+
+    def mark(name: str, pos: int) -> Record:
+        kind = "snapshot-window-open" if name.endswith("-open") else "snapshot-window-close"
+        value = {
+            "op": "c",
+            "after": {"id": name, "type": kind, "data": None},
+            "source": {"schema": "x", "lsn": 9},
+        }
+        return Record("tm.public.sig", {"id": name}, value, collection="public.sig", pos=(pos,))
+
+    change = Record(
+        "tm.public.a",
+        {"id": 1},
+        {"op": "u", "after": {"id": 1}, "source": {}},
+        collection="public.a",
+        pos=(2,),
+    )
+    batch = Batch([mark("s1-0-open", 1), change, mark("s1-0-close", 3)], {"lsn": 3})
+    ctl.process(batch)
+    snap = [r for r in batch.records if r.value and r.value["op"] == "r"]
+    assert [r.key for r in snap] == [{"id": 2}, {"id": 3}]  # 1 changed in the window
+    if sinks == "delta":
+        assert all(r.wire is None for r in snap)
+        return
+    got = serialized_batch(batch, *flags)
+    for r, (k, v) in zip(batch.records, got, strict=True):
+        assert k == to_json_bytes(r.key_schema, r.key, flags[0])
+        assert joined(v) == to_json_bytes(r.value_schema, r.value, flags[1])
+    assert all(r.wire is not None and r.wire[0] == flags for r in snap)
+    other = (not flags[0], flags[1])  # bytes for other settings than built: serialized anew
+    assert [joined(v) for _, v in serialized_batch(batch, *other)] == [
+        to_json_bytes(r.value_schema, r.value, other[1]) for r in batch.records
+    ]

@@ -106,7 +106,14 @@ class JsonLinesSink:
             t = tj.get(r.topic)
             if t is None:
                 t = tj[r.topic] = b'{"topic":' + orjson.dumps(r.topic) + b',"key":'
-            parts += (t, b"null" if k is None else k, b',"value":', b"null" if v is None else v, b"}\n")
+            parts += (t, b"null" if k is None else k, b',"value":')
+            if v is None:
+                parts.append(b"null")
+            elif isinstance(v, bytes):
+                parts.append(v)
+            else:
+                parts += v  # (pieces: an incremental snapshot row's table head, after, tail)
+            parts.append(b"}\n")
         try:
             self._out.write(b"".join(parts))
             self._out.flush()

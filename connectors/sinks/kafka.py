@@ -652,6 +652,8 @@ class KafkaSink:
             self._known |= topics
         send, ctx = self._producer.send, self._ctx
         for r, (k, v) in zip(records, serialized_batch(batch, self._ks, self._vs), strict=True):
+            if v is not None and not isinstance(v, bytes):
+                v = b"".join(v)  # (pieces: the client takes one buffer per record)
             send(r.topic, k, v, with_context(r, ctx) if ctx else r.headers)
         self._producer.flush(self._timeout)
 

@@ -97,7 +97,9 @@ class StagedChunk:
     meta: ChunkMeta
     keys: list[str | None]
     afters: list[str]
-    dedup: list[str]
+    # what each row is recognised by in the stream (`dedup_of`); None: its event key, worked out
+    # only when a chunk's window saw changes of its table (a keyed table's, staged by the thread reader)
+    dedup: list[str] | None
 
 
 class RowCodec(Protocol):
@@ -124,7 +126,7 @@ class ReadRows:
 class _Encoded:
     keys: list[str | None]
     afters: list[str]
-    dedup: list[str]
+    dedup: list[str] | None
 
 
 @dataclass
@@ -152,6 +154,14 @@ def dedup_of(keys: Sequence[str | None], afters: Sequence[str], surrogate: str |
     return out
 
 
+def _dedup(keys: list[str | None], afters: list[str], surrogate: str | None) -> list[str] | None:
+    """`dedup_of` for a keyless table's rows (their surrogate key); None for a keyed table's
+    (their event key: the engine canonicalizes it only for a chunk whose window needs it)."""
+    if surrogate is None and all(k is not None for k in keys):
+        return None
+    return dedup_of(keys, afters, surrogate)
+
+
 def _encode(items: Sequence[_Item]) -> list[StagedChunk | Exception]:
     """The items' chunks, encoded: consecutive chunks of equal codecs in one call (an error fails
     that call's chunks only)."""
@@ -172,7 +182,7 @@ def _encode(items: Sequence[_Item]) -> list[StagedChunk | Exception]:
         try:
             encoded = codec.encode_many([u.rows.part for u in group])
             done = [
-                StagedChunk(m, keys, afters, dedup_of(keys, afters, u.surrogate))
+                StagedChunk(m, keys, afters, _dedup(keys, afters, u.surrogate))
                 for (_, m, _, _), u, (keys, afters) in zip(items[i:j], group, encoded, strict=True)
             ]
         except Exception as e:  # noqa: BLE001 - those chunks are not staged: read again
@@ -190,7 +200,7 @@ def _rows_table(staged: StagedChunk) -> pa.Table:
             "ord": pa.array(range(n + 1), pa.int32()),
             "key": pa.array([*staged.keys, None], pa.string()),
             "after": pa.array([*staged.afters, None], pa.string()),
-            "dedup": pa.array([*staged.dedup, None], pa.string()),
+            "dedup": pa.array([*(staged.dedup or [None] * n), None], pa.string()),
             "meta": pa.array([None] * n + [staged.meta.to_json()], pa.string()),
         },
         schema=ROWS,
@@ -229,12 +239,15 @@ class Staging:
         meta: ChunkMeta,
         keys: Sequence[str | None],
         afters: Sequence[str],
-        dedup: Sequence[str],
+        dedup: Sequence[str] | None,
         *,
         wait: bool = True,
     ) -> None:
-        """Stage `chunk`; `wait=False`: committed by the writer thread, `read` waits for it."""
-        self._put(chunk, meta, _Encoded(list(keys), list(afters), list(dedup)), wait)
+        """Stage `chunk`; `wait=False`: committed by the writer thread, `read` waits for it.
+        `dedup` None: the rows are recognised by their keys (`StagedChunk.dedup`)."""
+        self._put(
+            chunk, meta, _Encoded(list(keys), list(afters), None if dedup is None else list(dedup)), wait
+        )
 
     def write_read(
         self, chunk: str, meta: ChunkMeta, rows: ReadRows, surrogate: str | None, *, wait: bool = True
@@ -389,7 +402,7 @@ class Staging:
                 ChunkMeta.from_json(cached.meta.to_json()),
                 list(cached.keys),
                 list(cached.afters),
-                list(cached.dedup),
+                None if cached.dedup is None else list(cached.dedup),
             )
         columns = ["kind", "ord", "key", "after", "dedup", "meta"]
         t = self._load_file(chunk, columns)
@@ -400,11 +413,12 @@ class Staging:
         rows = sorted(t.to_pylist(), key=lambda r: r["ord"])
         metas = [r for r in rows if r["kind"] == "meta"]
         data = [r for r in rows if r["kind"] == "row"]
+        dedup = [r["dedup"] for r in data]
         return StagedChunk(
             ChunkMeta.from_json(metas[0]["meta"]),
             [r["key"] for r in data],
             [r["after"] for r in data],
-            [r["dedup"] for r in data],
+            None if None in dedup else dedup,  # (staged without: the keys')
         )
 
     def _load_file(self, chunk: str, columns: list[str]) -> pa.Table | None:
