@@ -57,7 +57,7 @@ SCHEMA = pa.schema(
         pa.field("ord", pa.int32(), nullable=False),
         pa.field("key", pa.string()),  # the event key's JSON (None: keyless table)
         pa.field("after", pa.string()),  # the `after` image's JSON
-        pa.field("dedup", pa.string()),  # what a change event of the row is recognised by
+        pa.field("dedup", pa.string()),  # what a change event of the row is recognised by (null: its key)
         pa.field("meta", pa.string()),  # kind=meta: the chunk's ChunkMeta as JSON
     ]
 )
