@@ -17,7 +17,7 @@ from typing import Any, Literal, Protocol
 
 from connectors.api import Batch, ConfigError, TerminalError, TransientError
 from connectors.settings.config import ConnectorConfig
-from connectors.sinks.common import schema_flags, serialized_batch, with_context
+from connectors.sinks.common import joined, schema_flags, serialized_batch, with_context
 
 log = logging.getLogger(__name__)
 
@@ -652,9 +652,8 @@ class KafkaSink:
             self._known |= topics
         send, ctx = self._producer.send, self._ctx
         for r, (k, v) in zip(records, serialized_batch(batch, self._ks, self._vs), strict=True):
-            if v is not None and not isinstance(v, bytes):
-                v = b"".join(v)  # (pieces: the client takes one buffer per record)
-            send(r.topic, k, v, with_context(r, ctx) if ctx else r.headers)
+            # (a value in pieces is joined: the client takes one buffer per record)
+            send(r.topic, k, joined(v), with_context(r, ctx) if ctx else r.headers)
         self._producer.flush(self._timeout)
 
     def send_serialized(

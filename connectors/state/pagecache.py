@@ -23,10 +23,10 @@ def drop_cached(fd: int, start: int = 0, end: int | None = None) -> None:
     page holding `start` is included (the last call's partial page was completed since)."""
     if not hasattr(os, "posix_fadvise"):
         return
+    if end is not None and end <= start:
+        return  # (nothing written: a length of 0 would mean to the end of the file)
     start -= start % _PAGE
     length = 0 if end is None else end - start
-    if length < 0:
-        return
     try:
         os.posix_fadvise(fd, start, length, os.POSIX_FADV_DONTNEED)
     except OSError:  # advice only: a file system that refuses it keeps its pages cached
