@@ -55,6 +55,7 @@ from _common import (
     tidemark_command,
     write_properties,
 )
+from jsonl_watch import key_of, watch_jsonl
 from latency_db import BIG, DATABASES, INSERT_SQL, SIGNAL_TABLE, TABLE, connect
 
 SNAPSHOT_TARGET = 3.0  # Tidemark's incremental snapshot rows/s over Debezium's (issue target)
@@ -137,8 +138,17 @@ class SeenLog:
     def __init__(self, path: str) -> None:
         self._f = open(path, "a", buffering=1)  # noqa: SIM115 - lives as long as the process
 
-    def add(self, t: float | list[float], keys_values: list[tuple[Any, Any]], **extra: Any) -> None:
-        ids, src, ts = [], [], []
+    def add(
+        self,
+        t: float | list[float],
+        keys_values: list[tuple[Any, Any]],
+        fast_ids: list[int] = (),
+        **extra: Any,
+    ) -> None:
+        """`fast_ids`: more rows' ids, found without their keys being parsed (`jsonl_watch`)."""
+        ids: list[Any] = []
+        src: list[Any] = []
+        ts: list[float] = []
         for i, (key, value) in enumerate(keys_values):
             rid = row_id(key)
             if rid is not None:
@@ -146,6 +156,11 @@ class SeenLog:
                 src.append(server_commit_us(value))
                 if isinstance(t, list):
                     ts.append(t[i])
+        if fast_ids:
+            ids += fast_ids
+            src += [None] * len(fast_ids)
+            if isinstance(t, list):
+                raise ValueError("fast ids take one time for all")
         if ids or extra:
             line = [ts if isinstance(t, list) else t, ids, src]
             self._f.write(json.dumps([*line, extra] if extra else line) + "\n")
@@ -173,61 +188,6 @@ def server_commit_us(value: Any) -> int | None:
     if not isinstance(src, dict):
         return None
     return src.get("ts_us") or (src["ts_ms"] * 1000 if src.get("ts_ms") is not None else None)
-
-
-def watch_jsonl(path: Path, out: SeenLog, poll_s: float, topic: str) -> None:
-    stream_topic = b'{"topic":' + json.dumps(topic).encode() + b","
-    while not path.exists():
-        time.sleep(poll_s)
-    fd = os.open(path, os.O_RDONLY)
-    rest = b""
-    while True:
-        chunk = os.read(fd, 1 << 22)
-        if not chunk:
-            time.sleep(poll_s)
-            continue
-        t = time.time()
-        buf = rest + chunk
-        found, used = jsonl_keys_values(buf, stream_topic)
-        rest = buf[used:]  # a line still being written
-        out.add(t, found)
-
-
-def key_of(text: str | bytes) -> Any:
-    """A snapshot row's key as the watchers need it (its id): with the JsonConverter's schema,
-    only its payload is parsed (the schema's ~10 objects a row cost the watcher more than the
-    parsing itself, in allocations and garbage collection). The jsonl watcher and Debezium's
-    handler both take keys so."""
-    import orjson
-
-    sep: Any = ',"payload":' if isinstance(text, str) else b',"payload":'
-    head: Any = '{"schema":' if isinstance(text, str) else b'{"schema":'
-    at = text.rfind(sep)
-    if text.startswith(head) and at > 0:
-        return orjson.loads(text[at + len(sep) : -1])
-    return orjson.loads(text)
-
-
-def jsonl_keys_values(buf: bytes, stream_topic: bytes) -> tuple[list[tuple[Any, Any]], int]:
-    """The keys and values of the whole lines in `buf`, and where the unfinished last line starts.
-    Only the key of another table's row (the snapshot's): its value is never looked at, and
-    parsing ~3.5 kB of it per row made this watcher, not the connector, the bottleneck of a
-    snapshot run (~70 CPU-s for 1M rows, on the same 2 cores). Lines are found in place, not split
-    off (a copy of every ~3.7 kB line: a third of this watcher's CPU during a snapshot)."""
-    import orjson
-
-    out: list[tuple[Any, Any]] = []
-    pos = 0
-    while (end := buf.find(b"\n", pos)) >= 0:
-        if end > pos:
-            if buf.startswith(stream_topic, pos):
-                r = orjson.loads(buf[pos:end])
-                out.append((r.get("key"), r.get("value")))
-            else:
-                start = buf.index(b',"key":', pos) + 7
-                out.append((key_of(buf[start : buf.index(b',"value":', start)]), None))
-        pos = end + 1
-    return out, pos
 
 
 def watch_kafka(bootstrap: str, topic: str, out: SeenLog) -> None:
@@ -321,9 +281,9 @@ def debezium_child(props_path: str, seen_path: str) -> None:
             t = time.time()
             kv = []
             for r in records:
-                k, v = r.key(), r.value()
-                # as the jsonl watcher: only the stream table's values are looked at
+                # as the jsonl watcher: only the stream table's values are looked at (or fetched)
                 stream = str(r.destination()).endswith(f".{TABLE}")
+                k, v = r.key(), (r.value() if stream else None)
                 kv.append(
                     (
                         (orjson.loads(str(k)) if stream else key_of(str(k))) if k is not None else None,
@@ -340,7 +300,7 @@ def watcher_child(kind: str, target: str, seen_path: str, poll_ms: float) -> Non
     out = SeenLog(seen_path)
     if kind == "jsonl":
         topic, path = target.split("/", 1)
-        watch_jsonl(Path(path), out, poll_ms / 1000, topic)
+        watch_jsonl(Path(path), poll_ms / 1000, topic, out.add)
     elif kind == "delta":
         watch_delta(Path(target), out, poll_ms / 1000)
     else:
