@@ -100,7 +100,7 @@ def test_staging_files_are_atomic_and_listed(tmp_path: Path) -> None:
     meta = ChunkMeta("public.a", ["2"], ["9"], 2, [])
     st.write("s1-0", meta, ['{"id":1}'], ['{"id":1}'], ["1"], wait=False)
     st.write("s1-1", meta, ['{"id":2}'], ['{"id":2}'], ["2"], wait=False)
-    st.settle("s1-1")
+    st.drain()  # (`settle` waits for a chunk's encoding only: its file follows)
     assert st.read("s1-0") is not None
     assert _Staging(tmp_path, "c/1").staged_ids("s1") == {"s1-0", "s1-1"}
     assert _Staging(tmp_path, "c").staged_ids("s1") == set()
@@ -473,13 +473,54 @@ def test_staging_encodes_waiting_chunks_together(tmp_path: Path) -> None:
     assert first.afters == ['{"id":1,"n":0}', '{"id":2,"n":0}'] and first.keys == ['{"id": 1}', '{"id": 2}']
     # a keyed table's rows are recognised by their keys, canonicalized only when a window needs them
     assert second.keys == ['{"id": 3}'] and first.dedup is None and last.dedup is None
-    # through the writer thread: encoded there, read back once stored
+    # through the writer thread: encoded there, read back once encoded, stored after
     st = Staging(tmp_path, "c1")
     st.write_read("s-0", meta, ReadRows(2, [6], one, [5, 6]), None, wait=False)
     st.write_read("s-1", meta, ReadRows(1, ["bad"], other, ["bad"]), None, wait=False)
     staged = st.read("s-0")
     assert staged is not None and staged.afters == ['{"id":5,"n":0}', '{"id":6,"n":0}']
-    assert st.read("s-1") is None and Staging(tmp_path, "c1").read("s-0") is not None
+    assert st.read("s-1") is None
+    st.drain()
+    assert Staging(tmp_path, "c1").read("s-0") is not None
+
+
+def test_a_local_chunk_is_read_once_encoded_before_its_file_is_written(tmp_path: Path) -> None:
+    """The engine takes a chunk from memory as soon as the writer encoded it: the chunk's file
+    write is off the stream's path. A file write that fails leaves the chunk read from memory
+    here; another process (after a crash) finds no file and reads the chunk again."""
+    import threading
+
+    from connectors.snapshot.incremental_staging import ReadRows
+
+    st = Staging(tmp_path, "c1")
+    assert st.files is not None
+    release = threading.Event()
+    real_write = st.files.write
+    calls: list[str] = []
+
+    def slow_write(chunk: str, data: Any) -> None:
+        calls.append(chunk)
+        assert release.wait(30)
+        if chunk == "s-1":
+            raise OSError(28, "No space left on device")
+        real_write(chunk, data)
+
+    st.files.write = slow_write  # type: ignore[method-assign]
+    meta = ChunkMeta("public.a", ["2"], ["9"], 2, [])
+    st.write_read("s-0", meta, ReadRows(2, [2], _ListCodec(), [1, 2]), None, wait=False)
+    st.write_read("s-1", meta, ReadRows(1, [3], _ListCodec(), [3]), None, wait=False)
+    st.settle("s-0")
+    first = st.read("s-0")  # while its file write is held
+    assert first is not None and first.afters == ['{"id":1,"n":0}', '{"id":2,"n":0}']
+    assert not release.is_set() and Staging(tmp_path, "c1").staged_ids("s") == set()
+    release.set()
+    second = st.read("s-1")  # encoded: read from memory, whatever its store does
+    assert second is not None and second.afters == ['{"id":3,"n":0}']
+    st.drain()
+    assert calls == ["s-0", "s-1"]
+    other = Staging(tmp_path, "c1")
+    assert other.staged_ids("s") == {"s-0"}
+    assert other.read("s-0") is not None and other.read("s-1") is None
 
 
 class _BadAfterCodec:

@@ -11,7 +11,8 @@ Per chunk (`<snapshot id>-<chunk number>`):
    with the table's additional condition; a table with no rows left is done
    (TABLE_SCAN_COMPLETED) and the next table is tried in the same window;
 3. hand the rows as read and what the chunk leaves behind (`ChunkMeta`) to staging, whose writer
-   thread encodes and stores them (the engine emits the chunk only once it is stored);
+   thread encodes and stores them (the engine emits the chunk only once it is encoded, and
+   stored unless its file is local: `incremental_staging._write_loop`);
 4. close the window: insert the close watermark (`insert_insert`) or delete the open one
    (`insert_delete`); when the reader goes straight on to the next chunk, that chunk's open
    watermark is written in the same transaction;
