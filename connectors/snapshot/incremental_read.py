@@ -184,7 +184,10 @@ def chunk_settings(cfg: ConnectorConfig) -> tuple[int, str]:
 
 
 def texts_of(arr: pa.Array | pa.ChunkedArray) -> list[str]:
-    return [v if isinstance(v, str) else bytes(v).decode() for v in arr.to_pylist()]
+    """The JSON texts of an encoded column (UTF-8 text, or binary holding it) as str."""
+    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
+        arr = arr.cast(pa.large_string())  # (validates the UTF-8, as decoding each value did)
+    return arr.to_pylist()
 
 
 def cut(
