@@ -778,3 +778,30 @@ def test_delta_change_log_compacts_its_small_files(tmp_path: Path) -> None:
     assert again.last_offset() == (12, {"lsn": 12})
     again.write(Batch([change("srv.public.t1", "c", 999, None, {"id": 999}, 99)], {"lsn": 99}, seq=12))
     assert DeltaTable(str(uri)).to_pyarrow_table().num_rows == 24  # seq 12 again: skipped
+
+
+def test_jsonl_write_all_goes_on_after_short_writes(tmp_path: Path) -> None:
+    """The jsonl sink writes a batch's pieces with writev, IOV_MAX pieces a call; a short write
+    (a signal, a full pipe) goes on where it stopped. Here every call writes at most 7 bytes of
+    what it is given, to a real file."""
+    import os
+
+    from connectors.sinks.jsonl import IOV_MAX, write_all
+
+    parts = [f"piece-{i};".encode() for i in range(IOV_MAX * 2 + 5)] + [b"", b"end\n"]
+    calls: list[int] = []
+
+    def short_writev(fd: int, buffers: Any) -> int:
+        calls.append(len(buffers))
+        assert len(buffers) <= IOV_MAX
+        return os.write(fd, b"".join(bytes(b) for b in buffers)[:7])
+
+    path = tmp_path / "out"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    try:
+        write_all(fd, parts, short_writev)
+        write_all(fd, [b"x" * 100, b"y"])  # the real os.writev
+    finally:
+        os.close(fd)
+    assert path.read_bytes() == b"".join(parts) + b"x" * 100 + b"y"
+    assert len(calls) > 3 and max(calls) == IOV_MAX

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -24,6 +25,32 @@ from connectors.state.storage import check_file_writable, storage_error
 log = logging.getLogger(__name__)
 
 WHAT = "the jsonl output (debezium.sink.jsonl.path)"
+
+
+IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
+
+
+def write_all(fd: int, parts: list[bytes], writev: Callable[[int, Sequence[Any]], int] = os.writev) -> None:
+    """Write `parts` to `fd` in order with vectored writes, IOV_MAX pieces a call, a short write
+    continued where it stopped. Why not one `b"".join(parts)`: a batch of snapshot rows is ~14 MB
+    of JSON, and joining it (a fresh 14 MB buffer, page-faulted in while the interpreter lock is
+    held) was a fifth of the lock's time in an incremental snapshot (py-spy --gil); writev copies
+    the pieces straight into the page cache with the lock released."""
+    at = 0
+    while at < len(parts):
+        group: list[Any] = parts[at : at + IOV_MAX]
+        want = sum(map(len, group))
+        done = writev(fd, group)
+        while done < want:  # a short write: skip what went out, go on with the rest
+            i = 0
+            while done >= len(group[i]):
+                done -= len(group[i])
+                want -= len(group[i])
+                i += 1
+            group = [memoryview(group[i])[done:], *group[i + 1 :]]
+            want -= done
+            done = writev(fd, group)
+        at += IOV_MAX
 
 
 def _drop_partial_line(out: BinaryIO, path: Path) -> None:
@@ -115,15 +142,17 @@ class JsonLinesSink:
                 parts += v  # (pieces: an incremental snapshot row's table head, after, tail)
             parts.append(b"}\n")
         try:
-            self._out.write(b"".join(parts))
-            self._out.flush()
-            if not self._stdout:
+            if self._stdout:
+                self._out.write(b"".join(parts))
+                self._out.flush()
+            else:
                 fd = self._out.fileno()
+                write_all(fd, parts)
                 os.fsync(fd)
                 # the newest CACHED_TAIL bytes stay cached for readers tailing the file (measured:
                 # dropping them at once had the latency bench's watcher read them from disk, 40 %
                 # more of its CPU)
-                end = self._out.tell() - self.CACHED_TAIL
+                end = os.lseek(fd, 0, os.SEEK_CUR) - self.CACHED_TAIL  # (O_APPEND: the end)
                 if end > self._synced:
                     drop_cached(fd, self._synced, end)
                     self._synced = end
