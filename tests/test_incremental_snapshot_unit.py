@@ -116,6 +116,51 @@ def test_staging_files_are_atomic_and_listed(tmp_path: Path) -> None:
     assert list(st.files.dir.iterdir()) == [] and _Staging(tmp_path, "c/1").read("s1-0") is None
 
 
+def test_chunk_files_from_arrays_equal_those_from_lists_and_old_parquet_reads(tmp_path: Path) -> None:
+    """A chunk's file is built from the encoder's Arrow arrays (`cut` keeps the slices): the same
+    table as from the str lists, keyed and keyless, across pieces; a `.parquet` chunk an earlier
+    release staged is still listed, read and dropped."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from connectors.snapshot.incremental_read import cut
+    from connectors.snapshot.incremental_staging import StagedChunk, _rows_table
+
+    meta = ChunkMeta("public.a", ["3"], ["9"], 3, [])
+    pieces = [
+        (
+            pa.array(['{"id":1}', '{"id":2}']),
+            pa.array([b'{"id":1,"s":"\xc3\xa9"}', b'{"id":2,"s":null}'], pa.binary()),
+        ),
+        (pa.array(['{"id":3}'], pa.large_string()), pa.array(['{"id":3,"s":"\\""}'])),
+    ]
+    two, one = cut(pieces, [2, 1])
+    assert two.keys == ['{"id":1}', '{"id":2}'] and two.afters == ['{"id":1,"s":"é"}', '{"id":2,"s":null}']
+    assert one.keys == ['{"id":3}'] and one.arrays is not None and one.arrays[1].to_pylist() == one.afters
+    for part, dedup in ((two, None), (one, ['"x"'])):
+        from_arrays = _rows_table(StagedChunk(meta, part.keys, part.afters, dedup, part.arrays))
+        from_lists = _rows_table(StagedChunk(meta, part.keys, part.afters, dedup))
+        assert from_arrays.equals(from_lists)
+    (keyless,) = cut([(None, pa.array(['{"n":5}']))], [1])
+    assert keyless.keys == [None] and keyless.arrays is not None and keyless.arrays[0] is None
+    staged = StagedChunk(meta, keyless.keys, keyless.afters, ["5"], keyless.arrays)
+    assert _rows_table(staged).equals(_rows_table(StagedChunk(meta, [None], ['{"n":5}'], ["5"])))
+
+    st = _Staging(tmp_path, "c1")
+    st.write("s1-0", meta, two.keys, two.afters, None)
+    assert st.files is not None and [p.suffix for p in st.files.dir.iterdir()] == [".arrow"]
+    old = StagedChunk(meta, one.keys, one.afters, None)
+    pq.write_table(_rows_table(old), st.files.dir / "s1-1.parquet")
+    again = _Staging(tmp_path, "c1")
+    assert again.staged_ids("s1") == {"s1-0", "s1-1"}
+    got = again.read("s1-1")
+    assert got is not None and got.afters == one.afters and got.meta == meta
+    got0 = again.read("s1-0")
+    assert got0 is not None and got0.afters == two.afters and got0.keys == two.keys
+    again.drop_snapshot("s1")
+    assert list(st.files.dir.iterdir()) == []
+
+
 def test_staging_memory_copy_is_the_callers_own(tmp_path: Path) -> None:
     st = Staging(tmp_path, "c1")
     st.write("s1-0", ChunkMeta("public.a", ["2"], ["9"], 2, []), ['{"id":1}'], ['{"id":1}'], ["1"])

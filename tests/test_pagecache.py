@@ -126,7 +126,7 @@ def test_staged_chunk_file_is_not_kept_cached(tmp_path: Path) -> None:
         schema=ROWS,
     )
     files.write("snap-1", data)
-    (staged,) = [p for p in (tmp_path / "chunks" / "conn").iterdir() if p.suffix == ".parquet"]
+    (staged,) = [p for p in (tmp_path / "chunks" / "conn").iterdir() if p.suffix == ".arrow"]
     assert staged.stat().st_size > 100 * PAGE
     assert resident_pages(staged) == 0
     assert files.load("snap-1", ["ord", "after"]).num_rows == n  # and it reads back whole

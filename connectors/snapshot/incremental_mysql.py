@@ -27,7 +27,7 @@ from connectors.snapshot.incremental_read import (
     chunk_select,
     cut,
 )
-from connectors.snapshot.incremental_staging import ReadRows
+from connectors.snapshot.incremental_staging import EncodedPart, ReadRows
 from connectors.snapshot.mysql import key_literal, key_text, select_pieces
 from connectors.sources.mysql import setup
 from connectors.sources.mysql.ddl import DdlParser
@@ -233,9 +233,7 @@ class MySqlRowCodec:
 
     enc: SnapshotRows  # equal codecs (the same encoder object) are encoded together
 
-    def encode_many(
-        self, parts: Sequence[list[TextBatch | list[Any]]]
-    ) -> list[tuple[list[str | None], list[str]]]:
+    def encode_many(self, parts: Sequence[list[TextBatch | list[Any]]]) -> list[EncodedPart]:
         pieces = [p for part in parts for p in part]
         fields = {p.fields for p in pieces if isinstance(p, TextBatch)}
         if len(fields) == 1 and all(isinstance(p, TextBatch) for p in pieces):

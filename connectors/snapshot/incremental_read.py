@@ -44,7 +44,7 @@ import orjson
 import pyarrow as pa
 
 from connectors.format.tableschema import TableSchema
-from connectors.snapshot.incremental_staging import ChunkMeta, ReadRows, Staging, dedup_of
+from connectors.snapshot.incremental_staging import ChunkMeta, EncodedPart, ReadRows, Staging, dedup_of
 
 if TYPE_CHECKING:
     from connectors.settings.config import ConnectorConfig
@@ -183,30 +183,56 @@ def chunk_settings(cfg: ConnectorConfig) -> tuple[int, str]:
     return size, str(props.get("incremental.snapshot.watermarking.strategy") or "insert_insert").lower()
 
 
-def texts_of(arr: pa.Array | pa.ChunkedArray) -> list[str]:
-    """The JSON texts of an encoded column (UTF-8 text, or binary holding it) as str."""
+def _as_text(arr: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """An encoded column (UTF-8 text, or binary holding it) as a text array."""
     if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
         arr = arr.cast(pa.large_string())  # (validates the UTF-8, as decoding each value did)
-    return arr.to_pylist()
+    return arr
 
 
-def cut(
-    encoded: Iterable[tuple[pa.Array | None, pa.Array]], counts: Sequence[int]
-) -> list[tuple[list[str | None], list[str]]]:
+def texts_of(arr: pa.Array | pa.ChunkedArray) -> list[str]:
+    """The JSON texts of an encoded column (UTF-8 text, or binary holding it) as str."""
+    return _as_text(arr).to_pylist()
+
+
+def _joined(arrays: list[pa.Array | pa.ChunkedArray]) -> pa.Array:
+    """The arrays as one text array (one type: the chunk file's column is built from slices)."""
+    flat = [
+        c.cast(pa.large_string())
+        for a in arrays
+        for c in (a.chunks if isinstance(a, pa.ChunkedArray) else [a])
+    ]
+    return pa.concat_arrays(flat) if flat else pa.array([], pa.large_string())
+
+
+def cut(encoded: Iterable[tuple[pa.Array | None, pa.Array]], counts: Sequence[int]) -> list[EncodedPart]:
     """Encoded pieces in order (event keys' JSON or None for a keyless table, `after` images'
-    JSON) cut into chunks of `counts` rows."""
-    keys: list[str | None] = []
-    afters: list[str] = []
+    JSON) cut into chunks of `counts` rows: each as lists of str, and as the Arrow slices the
+    staging writer stores (its chunk file is built from them, not from the lists again)."""
+    keys_in: list[pa.Array | None] = []
+    afters_in: list[pa.Array | pa.ChunkedArray] = []
     for k, a in encoded:
-        afters.extend(texts_of(a))
-        if k is not None:
-            keys.extend(texts_of(k))
-        else:
-            keys.extend([None] * len(a))
-    out: list[tuple[list[str | None], list[str]]] = []
+        afters_in.append(_as_text(a))
+        keys_in.append(None if k is None else _as_text(k))
+    afters_arr = _joined(afters_in)
+    afters: list[str] = afters_arr.to_pylist()
+    keys_arr: pa.Array | None = None
+    keys: list[str | None]
+    if keys_in and all(k is not None for k in keys_in):
+        keys_arr = _joined(cast(list[pa.Array | pa.ChunkedArray], keys_in))
+        keys = keys_arr.to_pylist()
+    else:  # keyless (a surrogate key): no event keys
+        keys = []
+        for k, a in zip(keys_in, afters_in, strict=True):
+            if k is not None:
+                keys.extend(texts_of(k))
+            else:
+                keys.extend([None] * len(a))
+    out: list[EncodedPart] = []
     at = 0
     for n in counts:
-        out.append((keys[at : at + n], afters[at : at + n]))
+        arrays = (None if keys_arr is None else keys_arr.slice(at, n), afters_arr.slice(at, n))
+        out.append(EncodedPart(keys[at : at + n], afters[at : at + n], arrays))
         at += n
     return out
 
@@ -296,7 +322,7 @@ def dedup_values(rows: ChunkRows, surrogate: str | None) -> list[str]:
 
 def encoded(rows: ReadRows) -> ChunkRows:
     """`rows` encoded now, on the caller's thread."""
-    keys, afters = rows.codec.encode_many([rows.part])[0]
+    keys, afters = rows.codec.encode_many([rows.part])[0][:2]
     return ChunkRows(keys, afters, rows.last_key)
 
 

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import orjson
 import pyarrow as pa
@@ -101,15 +101,27 @@ class StagedChunk:
     # what each row is recognised by in the stream (`dedup_of`); None: its event key, worked out
     # only when a chunk's window saw changes of its table (a keyed table's, staged by the thread reader)
     dedup: list[str] | None
+    # the keys' and afters' JSON as the encoder's Arrow text arrays (keys None: keyless), when
+    # encoded here: the chunk's file is built from them (`_rows_table`)
+    arrays: tuple[pa.Array | None, pa.Array] | None = None
+
+
+class EncodedPart(NamedTuple):
+    """One chunk's rows encoded: event keys' JSON (None per row: keyless table), `after` images'
+    JSON, and optionally the same as Arrow text arrays (keys None: keyless)."""
+
+    keys: list[str | None]
+    afters: list[str]
+    arrays: tuple[pa.Array | None, pa.Array] | None = None
 
 
 class RowCodec(Protocol):
     """A table's encoder of rows as its chunk source read them; chunks of equal codecs are
     encoded in one call."""
 
-    def encode_many(self, parts: Sequence[Any]) -> list[tuple[list[str | None], list[str]]]:
+    def encode_many(self, parts: Sequence[Any]) -> Sequence[EncodedPart | tuple[list[str | None], list[str]]]:
         """Per part (one chunk's rows): its event keys' JSON (None per row: keyless table) and
-        its `after` images' JSON."""
+        its `after` images' JSON (an `EncodedPart` also gives them as Arrow arrays)."""
         ...
 
 
@@ -183,8 +195,8 @@ def _encode(items: Sequence[_Item]) -> list[StagedChunk | Exception]:
         try:
             encoded = codec.encode_many([u.rows.part for u in group])
             done = [
-                StagedChunk(m, keys, afters, _dedup(keys, afters, u.surrogate))
-                for (_, m, _, _), u, (keys, afters) in zip(items[i:j], group, encoded, strict=True)
+                StagedChunk(m, e[0], e[1], _dedup(e[0], e[1], u.surrogate), e[2] if len(e) > 2 else None)
+                for (_, m, _, _), u, e in zip(items[i:j], group, encoded, strict=True)
             ]
         except Exception as e:  # noqa: BLE001 - those chunks are not staged: read again
             done = [e] * len(group)
@@ -195,14 +207,29 @@ def _encode(items: Sequence[_Item]) -> list[StagedChunk | Exception]:
 
 def _rows_table(staged: StagedChunk) -> pa.Table:
     n = len(staged.afters)
+    meta = pa.array([staged.meta.to_json()], pa.string())
+    arrays = staged.arrays
+    if arrays is not None and len(arrays[1]) == n:
+        # from the encoder's arrays (building them again from the lists was a quarter of the
+        # staging writer's share of the interpreter lock: py-spy --gil)
+        k, a = arrays
+        none = pa.nulls(1, pa.string())
+        key = none if k is None else k.cast(pa.string())
+        keys = pa.concat_arrays([key, none]) if k is not None else pa.nulls(n + 1, pa.string())
+        afters = pa.concat_arrays([a.cast(pa.string()), none])
+    else:
+        keys = pa.array([*staged.keys, None], pa.string())
+        afters = pa.array([*staged.afters, None], pa.string())
     return pa.table(
         {
-            "kind": pa.array(["row"] * n + ["meta"], pa.string()),
+            "kind": pa.concat_arrays([pa.repeat(pa.scalar("row", pa.string()), n), pa.array(["meta"])]),
             "ord": pa.array(range(n + 1), pa.int32()),
-            "key": pa.array([*staged.keys, None], pa.string()),
-            "after": pa.array([*staged.afters, None], pa.string()),
-            "dedup": pa.array([*(staged.dedup or [None] * n), None], pa.string()),
-            "meta": pa.array([None] * n + [staged.meta.to_json()], pa.string()),
+            "key": keys,
+            "after": afters,
+            "dedup": pa.array([*staged.dedup, None], pa.string())
+            if staged.dedup is not None
+            else pa.nulls(n + 1, pa.string()),
+            "meta": pa.concat_arrays([pa.nulls(n, pa.string()), meta]),
         },
         schema=ROWS,
     )
@@ -268,6 +295,7 @@ class Staging:
             if isinstance(staged, Exception):
                 raise staged
             self._store(chunk, _rows_table(staged))
+            staged.arrays = None  # (stored: the lists serve the engine)
             self._keep(chunk, staged)
             return
         with self._lock:
@@ -330,6 +358,8 @@ class Staging:
                     table = staged if isinstance(staged, Exception) else _rows_table(staged)
                 except Exception as e:  # noqa: BLE001 - not storable (a bug): read again
                     table = e
+                if not isinstance(staged, Exception):
+                    staged.arrays = None  # (in the table now: the lists serve the engine)
                 ready = self._ready_of(item[0])
                 if isinstance(staged, Exception) or isinstance(table, Exception):
                     err = table if isinstance(table, Exception) else staged
