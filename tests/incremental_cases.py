@@ -507,7 +507,11 @@ def chunks_encode_together_as_alone(s: Setup) -> None:
         together = codec.encode_many([r.part for r in parts])
         alone = [codec.encode_many([r.part])[0] for r in parts]
         assert together == alone
-        assert [len(afters) for _, afters in together] == [17, 17, 16]
+        assert [len(e.afters) for e in together] == [17, 17, 16]
+        # the Arrow arrays the chunk files are built from hold the same texts
+        for e in together:
+            assert e.arrays is not None and e.arrays[1].to_pylist() == e.afters
+            assert e.arrays[0] is not None and e.arrays[0].to_pylist() == e.keys
         assert '"s":null' in together[0][1][6] and '\\"' in together[0][1][0]  # row 7's NULL, a quote
     finally:
         src.close()
