@@ -331,3 +331,81 @@ def test_self_offsetting_sinks_are_written_after_the_others() -> None:
     eng.run()
     for n in (1, 2):
         assert log.index(("durable", n)) < log.index(("delta", n))
+
+
+class RunningSnapshot:
+    """The part of `IncrementalSnapshots` the engine loop calls, with a snapshot running (its
+    `progress` not paused) or none (`progress=None`): batches pass unchanged."""
+
+    def __init__(self, running: bool = True) -> None:
+        self.progress = type("P", (), {"paused": False})() if running else None
+        self.active = True
+        self.needs_store = True
+        self.settled_seqs: list[int] = []
+
+    def restore(self, start: Any, newest: Any, key: Any) -> Any:
+        return start
+
+    def when_stored(self, ack: Any) -> Any:
+        return ack
+
+    def process(self, batch: Batch) -> None:
+        pass
+
+    def settled(self, batch: Batch) -> None:
+        self.settled_seqs.append(batch.seq)
+
+
+def test_two_batches_at_the_sinks_while_an_incremental_snapshot_runs() -> None:
+    """While a snapshot emits chunks the engine takes the next batch (the next close watermark)
+    while the sinks still write the one before, even when the source had nothing more waiting;
+    offsets stay in order, each saved after its batch is durable."""
+    log: list[tuple] = []
+
+    class WaitsForBatch2(LogSink):
+        def write(self, batch: Batch) -> None:
+            if batch.seq == 1:
+                wait_for(lambda: ("yield", 2) in log, "the source to yield batch 2 during the write")
+            super().write(batch)
+
+    snap = RunningSnapshot()
+    src = ListSource([batch(1, [1], False), batch(2, [2], False), batch(3, [3], False)], log)
+    offs = MemOffsets(log)
+    engine(src, WaitsForBatch2(log), offs, incremental=snap).run()
+    assert log.index(("yield", 2)) < log.index(("durable", 1))
+    assert snap.settled_seqs == sorted(snap.settled_seqs) and len(snap.settled_seqs) == 3
+    for n in [e[1] for e in log if e[0] == "ack"]:
+        assert log.index(("durable", n)) < log.index(("save", n)) < log.index(("ack", n))
+    assert offs.saved is not None and offs.saved[1] == {"n": 3}
+    # no snapshot running: one deep, as before
+    log.clear()
+    src = ListSource([batch(1, [1], False), batch(2, [2], False)], log)
+    engine(src, LogSink(log), MemOffsets(log), incremental=RunningSnapshot(False)).run()
+    assert log.index(("durable", 1)) < log.index(("yield", 2))
+
+
+def test_a_batch_held_while_a_snapshot_runs_is_settled_when_the_stream_goes_quiet() -> None:
+    """A batch held unsettled (two deep) on a stream that then has nothing more: after
+    SETTLE_WITHIN_S the source is asked for its position (`wants_position`), and the
+    position-only batch it yields settles the held one."""
+    from connectors.engine.loop import SETTLE_WITHIN_S
+
+    log: list[tuple] = []
+
+    class QuietSource(ListSource):
+        wants_position: Any = None
+
+        def batches(self) -> Iterator[Batch]:
+            yield from super().batches()
+            deadline = time.monotonic() + 10 * SETTLE_WITHIN_S + 5
+            while not self.wants_position():  # an idle stream's poll loop
+                assert time.monotonic() < deadline, "the engine never asked for the position"
+                time.sleep(0.01)
+            self.log.append(("asked",))
+            yield Batch([], {"n": 2}, extra={"more": False})
+
+    src = QuietSource([batch(1, [1], False)], log)
+    began = time.monotonic()
+    engine(src, LogSink(log), MemOffsets(log), incremental=RunningSnapshot()).run()
+    assert time.monotonic() - began >= SETTLE_WITHIN_S
+    assert log.index(("durable", 1)) < log.index(("asked",)) < log.index(("ack", 1))

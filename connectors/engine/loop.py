@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
     from connectors.snapshot.incremental import IncrementalSnapshots
 
 log = logging.getLogger(__name__)
+
+SETTLE_WITHIN_S = 0.5  # a batch held unsettled longer makes an idle source yield its position
 
 
 @dataclass
@@ -92,6 +95,7 @@ class Engine:
             range(len(sinks)), key=lambda i: bool(getattr(sinks[i], "keeps_offsets", False))
         )
         self._source: Source | None = None
+        self._written: deque[tuple[Batch, Future[None], float]] = deque()  # (`_run_once`)
         self._stopping = False
         self.stats = RunStats()
         # Signals: the processor polls its channels on its own thread; the engine hands it each
@@ -237,9 +241,10 @@ class Engine:
         """Stream until the source ends or stops. While catching up (the source marks a batch
         `extra["more"]`: more is already waiting) this is pipelined one batch deep: the sinks
         write batch k on a worker thread while this thread decodes batch k+1 (Kafka's flush
-        wait, the jsonl fsync and the Rust parts of a Delta commit overlap with decoding).
-        Batch k is stored and acknowledged only after its write has returned, in order; at
-        most two batches are in memory. Other batches are settled as soon as they are written."""
+        wait, the jsonl fsync and the Rust parts of a Delta commit overlap with decoding), and
+        two deep while an incremental snapshot emits chunks (`_depth`). Batch k is stored and
+        acknowledged only after its write has returned, in order; at most three batches are in
+        memory. Other batches are settled as soon as they are written."""
         seq, start, skips, newest = self._durable()
         # The incremental snapshot's state rides in the offsets; the source never sees it. It is
         # taken from the newest offset a sink holds: every sink holds that batch (`_deliver`
@@ -270,7 +275,10 @@ class Engine:
             else None
         )
         self._flusher = flusher
-        inflight: tuple[Batch, Future[None]] | None = None
+        # Batches handed to the sinks' thread and not settled yet, oldest first (one at a time
+        # but while an incremental snapshot runs: see `_depth`)
+        written: deque[tuple[Batch, Future[None], float]] = deque()
+        self._written = written
         pool = ThreadPoolExecutor(1, thread_name_prefix="tidemark-sinks")
         clean = False
         try:
@@ -278,6 +286,7 @@ class Engine:
             self._opened_at = time.monotonic()
             self.stats.connections += 1
             self.metrics.connected.set(1)
+            self._idle_settles(source)
             if self._stopping or self._paused:
                 source.stop()
             try:
@@ -286,26 +295,28 @@ class Engine:
                     seq += 1
                     if incremental is not None and incremental.active:
                         incremental.process(batch)
-                    if inflight is not None:
-                        self._settle(source, *inflight)
-                    inflight = (batch, pool.submit(self._deliver, batch, skips))
-                    if not batch.extra.get("more"):
+                    depth = self._depth()
+                    while written and (len(written) >= depth or written[0][1].done()):
+                        self._settle(source, *written.popleft()[:2])
+                    written.append((batch, pool.submit(self._deliver, batch, skips), time.monotonic()))
+                    if not batch.extra.get("more") and (depth == 1 or not batch.records):
                         # The source had nothing more waiting: settle now rather than when the
                         # next change arrives (an idle stream must not hold an unconfirmed batch).
-                        self._settle(source, *inflight)
-                        inflight = None
+                        while written:
+                            self._settle(source, *written.popleft()[:2])
             except BaseException:
-                # The source failed (or the process is being stopped) with a write in flight:
-                # let it finish first, so a retry never runs two writers on the same sinks, and
-                # keep its offset if it landed (nothing is re-sent needlessly).
-                if inflight is not None:
-                    batch, fut = inflight
-                    inflight = None
-                    if fut.exception() is None:
-                        self._settle(source, batch, fut)
+                # The source failed (or the process is being stopped) with writes in flight:
+                # let them finish first, so a retry never runs two writers on the same sinks, and
+                # keep the offsets of those that landed, in order (nothing re-sent needlessly).
+                while written:
+                    batch, fut, _ = written.popleft()
+                    if fut.exception() is not None:
+                        written.clear()
+                        break
+                    self._settle(source, batch, fut)
                 raise
-            if inflight is not None:
-                self._settle(source, *inflight)
+            while written:
+                self._settle(source, *written.popleft()[:2])
             clean = True
         finally:
             pool.shutdown(wait=True)
@@ -330,6 +341,33 @@ class Engine:
                     source.close()
                 except Exception as e:  # closing must not mask the original error
                     log.warning("closing source: %s", e)
+
+    def _depth(self) -> int:
+        """Batches that may be at the sinks unsettled: two while an incremental snapshot emits
+        chunks, so the engine takes the next close watermark (and lets the chunk reader read on)
+        while the sinks write and fsync the chunk before it; measured on the 2M-row incremental
+        benchmark, PostgreSQL, alternating runs: 51.9-52.8k rows/s one deep, 61.4-71.2k two
+        deep. One otherwise: an idle stream's batch is confirmed at once."""
+        inc = self.incremental
+        p = inc.progress if inc is not None else None
+        return 2 if p is not None and not p.paused else 1
+
+    def _idle_settles(self, source: Source) -> None:
+        """Make a source that can yield a position-only batch when asked (`wants_position`) do
+        so when a batch has waited unsettled for SETTLE_WITHIN_S: a batch held back while an
+        incremental snapshot runs is settled by the next one, and this bounds its wait when the
+        stream goes quiet (a paused snapshot on an idle database)."""
+        if not hasattr(source, "wants_position"):
+            return
+        inner = source.wants_position
+
+        def wants_position() -> bool:
+            written = self._written
+            if written and time.monotonic() - written[0][2] >= SETTLE_WITHIN_S:
+                return True
+            return inner is not None and inner()
+
+        source.wants_position = wants_position
 
     def _defer_ack(self, offset: dict[str, Any]) -> None:
         """Flusher callback for a source that must be acknowledged on the engine's own thread:
