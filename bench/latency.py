@@ -76,6 +76,7 @@ CONSUMERS: dict[str, tuple[str, dict[str, str]]] = {
             "debezium.source.incremental.snapshot.chunk.size": "8192",
         },
     ),
+    "tidemark_jsonl_chunk4k": ("tidemark_jsonl", {"debezium.source.incremental.snapshot.chunk.size": "4096"}),
     "tidemark_kafka": ("tidemark_kafka", {}),
     "tidemark_delta": ("tidemark_delta", {}),
     "debezium": ("debezium", {}),
