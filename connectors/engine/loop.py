@@ -345,9 +345,9 @@ class Engine:
     def _depth(self) -> int:
         """Batches that may be at the sinks unsettled: two while an incremental snapshot emits
         chunks, so the engine takes the next close watermark (and lets the chunk reader read on)
-        while the sinks write and fsync the chunk before it; measured on the 2M-row incremental
-        benchmark, PostgreSQL, alternating runs: 51.9-52.8k rows/s one deep, 61.4-71.2k two
-        deep. One otherwise: an idle stream's batch is confirmed at once."""
+        while the sinks write and fsync the chunk before it (the 2M-row incremental benchmark's
+        alternating runs, bench/README: 51.9-67.1k rows/s one deep, 61.4-71.2k two deep). One
+        otherwise: an idle stream's batch is confirmed at once."""
         inc = self.incremental
         p = inc.progress if inc is not None else None
         return 2 if p is not None and not p.paused else 1
