@@ -183,20 +183,16 @@ def chunk_settings(cfg: ConnectorConfig) -> tuple[int, str]:
     return size, str(props.get("incremental.snapshot.watermarking.strategy") or "insert_insert").lower()
 
 
-def _as_text(arr: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
-    """An encoded column (UTF-8 text, or binary holding it) as a text array."""
-    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
-        arr = arr.cast(pa.large_string())  # (validates the UTF-8, as decoding each value did)
-    return arr
-
-
 def texts_of(arr: pa.Array | pa.ChunkedArray) -> list[str]:
     """The JSON texts of an encoded column (UTF-8 text, or binary holding it) as str."""
-    return _as_text(arr).to_pylist()
+    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
+        arr = arr.cast(pa.large_string())  # (validates the UTF-8, as decoding each value did)
+    return arr.to_pylist()
 
 
 def _joined(arrays: list[pa.Array | pa.ChunkedArray]) -> pa.Array:
-    """The arrays as one text array (one type: the chunk file's column is built from slices)."""
+    """Encoded columns (UTF-8 text, or binary holding it) as one text array (the cast validates
+    the UTF-8; one type: the chunk file's column is built from slices)."""
     flat = [
         c.cast(pa.large_string())
         for a in arrays
@@ -212,8 +208,8 @@ def cut(encoded: Iterable[tuple[pa.Array | None, pa.Array]], counts: Sequence[in
     keys_in: list[pa.Array | None] = []
     afters_in: list[pa.Array | pa.ChunkedArray] = []
     for k, a in encoded:
-        afters_in.append(_as_text(a))
-        keys_in.append(None if k is None else _as_text(k))
+        afters_in.append(a)
+        keys_in.append(k)
     afters_arr = _joined(afters_in)
     afters: list[str] = afters_arr.to_pylist()
     keys_arr: pa.Array | None = None

@@ -214,8 +214,9 @@ def _rows_table(staged: StagedChunk) -> pa.Table:
         # staging writer's share of the interpreter lock: py-spy --gil)
         k, a = arrays
         none = pa.nulls(1, pa.string())
-        key = none if k is None else k.cast(pa.string())
-        keys = pa.concat_arrays([key, none]) if k is not None else pa.nulls(n + 1, pa.string())
+        keys = (
+            pa.concat_arrays([k.cast(pa.string()), none]) if k is not None else pa.nulls(n + 1, pa.string())
+        )
         afters = pa.concat_arrays([a.cast(pa.string()), none])
     else:
         keys = pa.array([*staged.keys, None], pa.string())
