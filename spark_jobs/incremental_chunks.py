@@ -194,11 +194,12 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     if a.config is None and a.raw is None:
         p.error("--config is required")
+    from connectors.snapshot.jobs import read_request
     from spark_jobs.snapshot import job_start, report
 
-    job_start(a.log_level, a.parent)
+    job_start(a.log_level, a.parent, a.error_file)
     try:
-        cfg = from_mapping(orjson.loads(a.raw.read_bytes())) if a.raw is not None else load(a.config)
+        cfg = from_mapping(read_request(a.raw)) if a.raw is not None else load(a.config)
         run(cfg, wait_s=a.wait, idle_exit_s=a.idle_exit)
     except TidemarkError as e:
         return report(e, a.error_file)

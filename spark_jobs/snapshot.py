@@ -18,6 +18,7 @@ Then the chunk's progress row; after the last chunk, the snapshot's "completed" 
 from __future__ import annotations
 
 import argparse
+import glob
 import logging
 import os
 import shutil
@@ -37,6 +38,7 @@ from connectors.api import TerminalError, TidemarkError
 from connectors.settings.config import ConnectorConfig, load
 from connectors.snapshot.chunks import Chunk
 from connectors.snapshot.decide import Decision, decide
+from connectors.snapshot.jobs import read_request
 from connectors.snapshot.progress import SnapshotProgress
 from connectors.state.pagecache import drop_cached
 from spark_jobs.snapshot_tasks import ChunkResult, ChunkSpec, run_chunk, write_chunk
@@ -163,6 +165,16 @@ class Committer:
 
             # Checks the path, and cuts a last line an interrupted write left unfinished.
             JsonLinesSink(self.jsonl_path).close()
+
+    def jsonl_staging(self) -> str:
+        """A new directory for the chunks' jsonl parts, beside the jsonl file: on its file system
+        (executors of a cluster write there too), and where the parts a killed job left are found
+        and removed (only one connector writes one jsonl file) rather than kept in /tmp forever."""
+        assert self.jsonl_path is not None
+        out = Path(self.jsonl_path)
+        for stale in out.parent.glob(f".{glob.escape(out.name)}.parts-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        return tempfile.mkdtemp(prefix=f".{out.name}.parts-{self.snapshot_id[:8]}-", dir=out.parent)
 
     def app_id(self, chunk: Chunk) -> str:
         return f"{self.cfg.name}:snapshot:{self.snapshot_id}:{chunk.index}"
@@ -569,14 +581,16 @@ def report(e: TidemarkError, error_file: Path | None) -> int:
     return 2 if e.__class__.__name__ == "ConfigError" else 1
 
 
-def watch_parent(pid: int) -> None:
+def watch_parent(pid: int, leftover: Path | None = None) -> None:
     """Exit when the connector that started this job is gone (killed): a restarted connector
-    resumes the snapshot, and must not race an orphaned job on the same chunks."""
-    import threading
+    resumes the snapshot, and must not race an orphaned job on the same chunks. `leftover`: the
+    directory the connector made for this job, which it can no longer remove."""
 
     def watch() -> None:
         while os.getppid() == pid:
             time.sleep(0.2)
+        if leftover is not None:
+            shutil.rmtree(leftover, ignore_errors=True)
         os._exit(3)
 
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
@@ -642,7 +656,7 @@ def _read_chunks(
     if own_session:
         spark = spark_session(cfg)
     snapshot_name = view if isinstance(view, str) else view.name
-    staging = tempfile.mkdtemp(prefix=f"tidemark-snapshot-{sid[:8]}-") if committer.jsonl_path else None
+    staging = committer.jsonl_staging() if committer.jsonl_path else None
     specs = {
         c.index: ChunkSpec(
             dict(cfg.origin.raw),
@@ -798,12 +812,9 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     if a.config is None and a.blocking is None:
         p.error("--config is required")
-    job_start(a.log_level, a.parent)
+    job_start(a.log_level, a.parent, a.error_file or a.result)
     try:
-        if a.blocking is not None:
-            out = run_blocking(orjson.loads(a.blocking.read_bytes()))
-        else:
-            out = run(load(a.config))
+        out = run_blocking(read_request(a.blocking)) if a.blocking is not None else run(load(a.config))
     except TidemarkError as e:
         return report(e, a.error_file)
     if a.result:
@@ -811,8 +822,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def job_start(log_level: str, parent: int | None) -> None:
-    """A job process's logging (stderr), and with `parent` its end when that process is gone."""
+def job_start(log_level: str, parent: int | None, handed: Path | None = None) -> None:
+    """A job process's logging (stderr), and with `parent` its end when that process is gone
+    (removing the directory of `handed`, a file that process made a directory for)."""
     logging.basicConfig(
         level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
@@ -820,7 +832,7 @@ def job_start(log_level: str, parent: int | None) -> None:
     global _JOB_PROCESS
     _JOB_PROCESS = True
     if parent:
-        watch_parent(parent)
+        watch_parent(parent, handed.parent if handed else None)
 
 
 def job_exit(code: int) -> None:

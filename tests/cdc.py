@@ -67,11 +67,13 @@ def run_cli(*args: str, timeout: float = 180, check: bool = True) -> subprocess.
     return proc
 
 
-def popen_cli(*args: str, log: Path, new_session: bool = False) -> subprocess.Popen[bytes]:
+def popen_cli(
+    *args: str, log: Path, new_session: bool = False, tmpdir: Path | None = None
+) -> subprocess.Popen[bytes]:
     """`tidemark <args>` started in the background, stderr appended to `log`. `new_session`: in a
     process group of its own, so `_sigkill(proc, group=True)` takes its children (a snapshot's
-    Spark JVM and workers) with it."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    Spark JVM and workers) with it. `tmpdir`: its TMPDIR (to see what it leaves there)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **({"TMPDIR": str(tmpdir)} if tmpdir else {}))
     return subprocess.Popen(
         [*TIDEMARK, *args],
         stdout=subprocess.DEVNULL,
@@ -512,10 +514,15 @@ def sigkill_mid_snapshot_then_resume(
     assert state is not None and not state.completed and 2 <= len(state.done) < len(state.chunks), (
         log.read_text()[-3000:]
     )
+    # The killed job's jsonl parts wait beside the jsonl file (not in /tmp, where nothing would
+    # ever remove them); the next snapshot job removes them.
+    left = list(jsonl.parent.glob(f".{jsonl.name}.parts-*"))
+    assert left, "the killed snapshot job staged no jsonl parts beside the jsonl file"
     if between is not None:
         between()
     second = run_cli("run", "--config", str(cfg), "--until-caught-up", timeout=600)
     assert "resuming" in second.stderr
+    assert not any(p.exists() for p in left), "the killed job's jsonl parts were not removed"
     state = progress.latest()
     assert state is not None and state.completed
     keys = [orjson.loads(r["key"])["id"] for r in delta_rows(changelog, ["op", "key"]) if r["op"] == "r"]

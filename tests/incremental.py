@@ -190,13 +190,13 @@ def writer(s: Setup, first_id: int, seed: int) -> Iterator[list[int]]:
         t.join(60)
 
 
-def start(s: Setup, log: Path) -> subprocess.Popen[bytes]:
+def start(s: Setup, log: Path, tmpdir: Path | None = None) -> subprocess.Popen[bytes]:
     """`tidemark run` in the background, once its stream delivers (the slot / binlog position is
-    taken at start: a marker row is inserted until one lands)."""
+    taken at start: a marker row is inserted until one lands). `tmpdir`: its TMPDIR."""
     # Only what this connector writes is looked at (the file grows to hundreds of MB with a
     # big snapshot: reading it all every poll made a restart take longer each time).
     since = s.jsonl.stat().st_size if s.jsonl.exists() else 0
-    proc = cdc.popen_cli("run", "--config", str(s.cfg), log=log)
+    proc = cdc.popen_cli("run", "--config", str(s.cfg), log=log, tmpdir=tmpdir)
     marks = iter(range(-1, -(10**9), -1))  # below every snapshot key range
 
     def streaming() -> bool:

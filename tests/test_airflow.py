@@ -9,7 +9,9 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -133,3 +135,41 @@ def test_the_runtime_file_is_private_and_adds_the_airflow_channels(tmp_path: Pat
         assert "signal.enabled.channels: source,delta" in text
         assert "notification.enabled.channels: delta" in text
     assert not path.exists()
+
+
+def test_a_killed_tasks_private_file_is_removed_by_the_next_task(tmp_path: Path, monkeypatch: Any) -> None:
+    """A task SIGKILLed inside `runtime_config` cannot remove its file (it holds the password):
+    the next `runtime_config` on the machine does; a live process's directory stays."""
+    sys.path.insert(0, str(ROOT / "plugins"))
+    from tidemark_airflow.config import runtime_config
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # TMPDIR is read again
+    f = tmp_path / "c.properties"
+    f.write_text(
+        "debezium.source.connector.class=postgres\ndebezium.source.database.hostname=h\n"
+        "debezium.source.database.user=u\ndebezium.source.database.password=pw-file-78\n"
+        "debezium.source.database.dbname=d\ndebezium.source.topic.prefix=c\ndebezium.sink.type=delta\n"
+    )
+    script = (
+        "import os, sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]\n"
+        "from pathlib import Path\nfrom tidemark_airflow.config import runtime_config\n"
+        "with runtime_config(Path(sys.argv[3])) as (p, _):\n"
+        "    print(p, flush=True); os.kill(os.getpid(), 9)\n"
+    )
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    killed = subprocess.run(
+        [sys.executable, "-c", script, str(ROOT), str(ROOT / "plugins"), str(f)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert killed.returncode == -9, killed.stderr
+    left = Path(killed.stdout.strip())
+    assert left.exists() and "pw-file-78" in left.read_text()
+    with runtime_config(f) as (mine, _):
+        assert not left.parent.exists(), "the killed task's private file is still there"
+        assert mine.exists()
+        with runtime_config(f) as (nested, _):  # a live process's directory stays
+            assert mine.exists() and nested.exists()

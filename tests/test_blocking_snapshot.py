@@ -246,15 +246,23 @@ def sigkill_mid_snapshot(s: Setup, tmp_path: Path) -> None:
     """SIGKILL of the connector once a chunk is in the Delta change log: the restart resumes the
     snapshot before streaming on, no chunk is written twice, no streamed change is lost."""
     log = _prepare(s, tmp_path)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
     with writer(s, ROWS + 1, seed=4) as done:
-        proc = start(s, log)
+        proc = start(s, log, tmpdir=tmp)
         try:
             s.source_signal(
                 "blk-kill", "execute-snapshot", {"data-collections": [f"{s.ns}.bench"], "type": "blocking"}
             )
             wait_until(lambda: len(snapshot_keys(s.changelog)) >= 400, 120, "a chunk snapshotted")
             assert not _notices(s, "COMPLETED"), "the snapshot ended before the kill"
+            jobs = list(tmp.glob("tidemark-job-*"))
+            assert jobs, "no directory of the running snapshot job"
+            # The request (the configuration, passwords included) went over the job's stdin.
+            assert not [p for d in jobs for p in d.iterdir()], "the job's request is in a file"
             cdc._sigkill(proc)  # the connector only: its snapshot job must end by itself
+            # ... and remove the directory the connector made for it
+            wait_until(lambda: not any(d.exists() for d in jobs), 30, "the killed connector's job gone")
             proc = start(s, log)
             _wait_completed(s, 1, log)
             s.sql("INSERT INTO bench VALUES (%s, 'after kill', 1, 'x')", (10**8,))

@@ -8,6 +8,7 @@ terminal; its outcome comes back as a small JSON file.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import subprocess
 import sys
@@ -43,6 +44,8 @@ def run_job(config: Path, log_level: str) -> dict[str, Any]:
             str(config),
             "--result",
             str(result),
+            "--parent",  # it ends (and removes `tmp`) if this process is killed
+            str(os.getpid()),
             "--log-level",
             log_level if log_level in ("DEBUG", "INFO", "WARNING", "ERROR") else "ERROR",
         ]

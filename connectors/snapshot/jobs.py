@@ -1,7 +1,7 @@
 """Spark jobs the connector starts itself (a blocking snapshot, the incremental chunk job): the
-job runs as `python -m <module>` with its request in a file only this user reads (it holds the
-configuration, passwords included; removed after), the file its error message goes to, and the
-connector's pid (the job ends when the connector is gone)."""
+job runs as `python -m <module>` with its request on its stdin (it holds the configuration,
+passwords included: never in a file, which a SIGKILL would leave behind), the file its error
+message goes to, and the connector's pid (the job ends when the connector is gone)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,13 @@ from typing import Any
 import orjson
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+STDIN = "-"  # the request's "file" argument: read it from stdin
+
+
+def read_request(arg: Path) -> Any:
+    """In the job: the request its connector passed (`-`: on stdin), or one in a file."""
+    data = sys.stdin.buffer.read() if str(arg) == STDIN else arg.read_bytes()
+    return orjson.loads(data)
 
 
 class ChildJob:
@@ -25,20 +32,16 @@ class ChildJob:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def run(self, module: str, flag: str, request: Any, log_level: str) -> tuple[int, str | None]:
-        """Run `module` with `flag FILE` (the request as JSON) until it exits: (exit code, the
-        error message it left)."""
+        """Run `module` with `flag -` (the request as JSON on its stdin) until it exits: (exit
+        code, the error message it left)."""
         with tempfile.TemporaryDirectory(prefix="tidemark-job-") as tmp:
-            spec = Path(tmp) / "request.json"
-            fd = os.open(spec, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as f:
-                f.write(orjson.dumps(request))
             errors = Path(tmp) / "error.txt"
             cmd = [
                 sys.executable,
                 "-m",
                 module,
                 flag,
-                str(spec),
+                STDIN,
                 "--error-file",
                 str(errors),
                 "--parent",
@@ -46,8 +49,14 @@ class ChildJob:
                 "--log-level",
                 log_level if log_level in LEVELS else "INFO",
             ]
-            self.proc = subprocess.Popen(cmd)
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE)
             try:
+                assert self.proc.stdin is not None
+                try:
+                    with self.proc.stdin as feed:
+                        feed.write(orjson.dumps(request))
+                except BrokenPipeError:
+                    pass  # it ended before reading: its exit code and error file say why
                 code = self.proc.wait()
             finally:
                 self.proc = None

@@ -169,6 +169,24 @@ def runtime_properties(path: Path, overrides: Mapping[str, Any] | None = None) -
     return raw
 
 
+_PRIVATE = "tidemark-cfg-"  # + the writing process's pid: its directory is found once it died
+
+
+def _remove_orphans() -> None:
+    """Remove the private directories of tasks that were killed (SIGKILL, the OOM killer) before
+    they could: their pid is gone. A directory of a live process, or of another user's, stays."""
+    for d in Path(tempfile.gettempdir()).glob(f"{_PRIVATE}*-*"):
+        pid = d.name.removeprefix(_PRIVATE).split("-", 1)[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(d, ignore_errors=True)
+        except PermissionError:
+            pass  # alive, another user's
+
+
 @contextlib.contextmanager
 def runtime_config(
     path: Path, overrides: Mapping[str, Any] | None = None
@@ -178,7 +196,8 @@ def runtime_config(
 
     props = runtime_properties(path, overrides)
     cfg = from_mapping(props, path=path)
-    tmp = Path(tempfile.mkdtemp(prefix=f"tidemark-{path.stem}-"))
+    _remove_orphans()
+    tmp = Path(tempfile.mkdtemp(prefix=f"{_PRIVATE}{os.getpid()}-{path.stem}-"))
     try:
         os.chmod(tmp, 0o700)
         out = tmp / f"{path.stem}.yaml"
