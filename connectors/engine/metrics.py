@@ -41,7 +41,7 @@ class Metrics:
         self.batches.inc()
         # One list comprehension over the batch (this runs for every record); non-string ops
         # (records without one, tombstones) are dropped from the tally afterwards.
-        ops = Tally([v.get("op") for v in [r.value for r in batch.records] if type(v) is dict])
+        ops = Tally([v.get("op") for r in batch.records if type(v := r.value) is dict])
         for bad in [op for op in ops if type(op) is not str]:
             del ops[bad]
         if ops:

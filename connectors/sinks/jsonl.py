@@ -129,18 +129,16 @@ class JsonLinesSink:
             return
         tj = self._topic_json
         parts: list[bytes] = []
+        null, mid, close = b"null", b',"value":', b"}\n"
+        # one extend per record: this runs for every row of an incremental snapshot
         for r, (k, v) in zip(batch.records, serialized_batch(batch, self._ks, self._vs), strict=True):
             t = tj.get(r.topic)
             if t is None:
                 t = tj[r.topic] = b'{"topic":' + orjson.dumps(r.topic) + b',"key":'
-            parts += (t, b"null" if k is None else k, b',"value":')
-            if v is None:
-                parts.append(b"null")
-            elif isinstance(v, bytes):
-                parts.append(v)
+            if isinstance(v, tuple):  # an incremental snapshot row's pieces: table head, after, tail
+                parts += (t, null if k is None else k, mid, *v, close)
             else:
-                parts += v  # (pieces: an incremental snapshot row's table head, after, tail)
-            parts.append(b"}\n")
+                parts += (t, null if k is None else k, mid, null if v is None else v, close)
         try:
             if self._stdout:
                 self._out.write(b"".join(parts))
