@@ -174,7 +174,9 @@ _PRIVATE = "tidemark-cfg-"  # + the writing process's pid: its directory is foun
 
 def _remove_orphans() -> None:
     """Remove the private directories of tasks that were killed (SIGKILL, the OOM killer) before
-    they could: their pid is gone. A directory of a live process, or of another user's, stays."""
+    they could: their pid is gone. A directory of a live process, or of another user's, stays.
+    (Workers in separate pid namespaces must not share one temp directory: each would take the
+    other's live tasks for dead. Containers normally have a /tmp of their own.)"""
     for d in Path(tempfile.gettempdir()).glob(f"{_PRIVATE}*-*"):
         pid = d.name.removeprefix(_PRIVATE).split("-", 1)[0]
         if not pid.isdigit():
