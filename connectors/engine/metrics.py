@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
+from connectors.format.rowblock import ChunkRow
+
 if TYPE_CHECKING:
     from connectors.api import Batch
 
@@ -41,7 +43,13 @@ class Metrics:
         self.batches.inc()
         # One list comprehension over the batch (this runs for every record); non-string ops
         # (records without one, tombstones) are dropped from the tally afterwards.
-        ops = Tally([v.get("op") for r in batch.records if type(v := r.value) is dict])
+        # An incremental snapshot's chunk row says its op without making its value (`ChunkRow`).
+        ops = Tally(
+            [
+                r.op if type(r) is ChunkRow else v.get("op") if type(v := r.value) is dict else None
+                for r in batch.records
+            ]
+        )
         for bad in [op for op in ops if type(op) is not str]:
             del ops[bad]
         if ops:

@@ -10,15 +10,16 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import orjson
 
-from connectors.api import Batch, ConfigError
+from connectors.api import Batch, ConfigError, Record
+from connectors.format.rowblock import CHUNK_ROWS, block_runs
 from connectors.settings.config import ConnectorConfig
-from connectors.sinks.common import schema_flags, serialized_batch
+from connectors.sinks.common import KeyPieces, schema_flags, serialized, serialized_batch
 from connectors.state.pagecache import drop_cached
 from connectors.state.storage import check_file_writable, storage_error
 
@@ -125,20 +126,13 @@ class JsonLinesSink:
         return cls(path, key_schemas_enable=ks, value_schemas_enable=vs)
 
     def write(self, batch: Batch) -> None:
-        if not batch.records:
+        records = batch.records
+        if not records:
             return
-        tj = self._topic_json
-        parts: list[bytes] = []
-        null, mid, close = b"null", b',"value":', b"}\n"
-        # one extend per record: this runs for every row of an incremental snapshot
-        for r, (k, v) in zip(batch.records, serialized_batch(batch, self._ks, self._vs), strict=True):
-            t = tj.get(r.topic)
-            if t is None:
-                t = tj[r.topic] = b'{"topic":' + orjson.dumps(r.topic) + b',"key":'
-            if isinstance(v, tuple):  # an incremental snapshot row's pieces: table head, after, tail
-                parts += (t, null if k is None else k, mid, *v, close)
-            else:
-                parts += (t, null if k is None else k, mid, null if v is None else v, close)
+        if batch.extra.get(CHUNK_ROWS):
+            parts = self._block_parts(records)
+        else:
+            parts = self._parts(records, serialized_batch(batch, self._ks, self._vs))
         try:
             if self._stdout:
                 self._out.write(b"".join(parts))
@@ -156,6 +150,42 @@ class JsonLinesSink:
                     self._synced = end
         except OSError as e:
             raise storage_error(e, self._path, WHAT) from None
+
+    def _head(self, topic: str) -> bytes:
+        t = self._topic_json.get(topic)
+        if t is None:
+            t = self._topic_json[topic] = b'{"topic":' + orjson.dumps(topic) + b',"key":'
+        return t
+
+    def _parts(self, records: Sequence[Record], serialized: Iterable[KeyPieces]) -> list[bytes]:
+        parts: list[bytes] = []
+        head = self._head
+        null, mid, close = b"null", b',"value":', b"}\n"
+        # one extend per record: this runs for every record of a stream
+        for r, (k, v) in zip(records, serialized, strict=True):
+            if isinstance(v, tuple):  # pieces: a head, a row's `after`, a tail
+                parts += (head(r.topic), null if k is None else k, mid, *v, close)
+            else:
+                parts += (head(r.topic), null if k is None else k, mid, null if v is None else v, close)
+        return parts
+
+    def _block_parts(self, records: list[Record]) -> list[bytes]:
+        """A batch holding incremental snapshot chunks (`ChunkRow`): each chunk's lines made at
+        once from its columns (`RowBlock.lines`), the other records one by one."""
+        parts: list[bytes] = []
+        flags = (self._ks, self._vs)
+        for start, end, block, first in block_runs(records):
+            lines = (
+                None
+                if block is None
+                else block.lines(first, first + end - start, self._head(block.topic), flags)
+            )
+            if lines is not None:
+                parts += lines
+            else:
+                some = records[start:end]
+                parts += self._parts(some, (serialized(r, self._ks, self._vs) for r in some))
+        return parts
 
     def last_offset(self) -> tuple[int, dict[str, Any]] | None:
         return None

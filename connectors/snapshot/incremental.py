@@ -40,7 +40,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
@@ -48,6 +48,7 @@ from typing import Any
 import orjson
 
 from connectors.api import Batch, Record
+from connectors.format.rowblock import CHUNK_ROWS, RowBlock, Wire
 from connectors.format.serde import PLACEHOLDER, split_at_placeholder
 from connectors.format.tableschema import TableSchema
 from connectors.settings.config import ConnectorConfig
@@ -423,6 +424,7 @@ class IncrementalSnapshots:
         if self._unbuilt:
             self._unbuilt = False
             batch.records = built(batch.records)
+            batch.extra[CHUNK_ROWS] = True  # (the jsonl sink takes their blocks whole)
 
     def _settle_staged(self, batch: Batch) -> None:
         """Wait for the staging commits of the chunks `batch` closes before taking the lock:
@@ -756,12 +758,17 @@ class IncrementalSnapshots:
             # (what rows are recognised by is worked out only for a chunk whose window saw
             # changes of its table: a key per row, parsed and dumped again)
             dedup = staged.dedup or dedup_of(keys, afters, None)
-            kept = [r for r, d in zip(zip(keys, afters, strict=True), dedup, strict=True) if d not in dropped]
-            return len(kept), partial(self._records, watermark, table, kept, ts)
-        return len(keys), partial(self._records, watermark, table, zip(keys, afters, strict=True), ts)
+            kept = [i for i, d in enumerate(dedup) if d not in dropped]
+            keys, afters = [keys[i] for i in kept], [afters[i] for i in kept]
+        return len(afters), partial(self._records, watermark, table, keys, afters, ts)
 
     def _records(
-        self, watermark: Record, table: str, rows: Iterable[tuple[str | None, str]], ts: TableSchema
+        self,
+        watermark: Record,
+        table: str,
+        keys: list[str | None],
+        afters: list[str],
+        ts: TableSchema,
     ) -> list[Record]:
         base = dict((watermark.value or {}).get("source") or {})
         ns = time.time_ns()
@@ -782,48 +789,31 @@ class IncrementalSnapshots:
             base["lsn"] = base["txId"] = None
         else:
             base["db"] = ns_part
-        wire = self.wire_flags
-        if wire is not None:
-            # The Kafka/jsonl bytes, built once per chunk around each row's staged `after`
-            # (serializing every ~3.5 kB value anew was most of the sink's work per row)
-            kflag, vflag = wire
+        wire: Wire | None = None
+        if self.wire_flags is not None:
+            # The Kafka/jsonl bytes around each row's staged key and `after`, built once per
+            # chunk (serializing every ~3.5 kB value anew was most of the sink's work per row)
+            kflag, vflag = self.wire_flags
             khead, ktail = split_at_placeholder(ts.key_schema, PLACEHOLDER, kflag)
-            template = self._value(base, PLACEHOLDER, ns)
-            vhead, vtail = split_at_placeholder(ts.envelope_schema, template, vflag)
-        fragment = orjson.Fragment
-        topic, kschema, vschema = ts.topic, ts.key_schema, ts.envelope_schema
-        offset, pos = watermark.offset, watermark.pos
-        # Each row's envelope is a copy of the chunk's with the row's `after`: the staged JSON as
-        # it is (the sinks serialize with orjson, which splices it in; parsing it to dicts only to
-        # dump them again was a third of the engine's time). The records are built positionally:
-        # this runs for every row, and the engine's time per chunk bounds the snapshot's pace.
-        # The key, too, is its staged JSON as a Fragment: the encoders write exactly orjson's
-        # bytes (tests/test_pg_snapshot_columns.py, test_snapshot_mysql.py check it byte for
-        # byte), so parsing it to dump it again only cost time (a third of this loop's).
-        envelope = self._value(base, None, ns)
-        out = []
-        for k, a in rows:
-            if k is None:
-                key, kbytes = None, None
-            else:
-                key = fragment(k)
-                kbytes = None if wire is None else khead + k.encode() + ktail
-            out.append(
-                Record(
-                    topic,
-                    key,
-                    {**envelope, "after": fragment(a)},
-                    kschema,
-                    vschema,
-                    (),
-                    table,
-                    offset,
-                    pos,
-                    False,
-                    None if wire is None else (wire, kbytes, (vhead, a.encode(), vtail)),
-                )
-            )
-        return out
+            vhead, vtail = split_at_placeholder(ts.envelope_schema, self._value(base, PLACEHOLDER, ns), vflag)
+            wire = (self.wire_flags, khead, ktail, vhead, vtail)
+        # The rows stay the staged JSON columns (`RowBlock`): a row's key and `after` are its
+        # staged text as `orjson.Fragment`s (the encoders write exactly orjson's bytes:
+        # tests/test_pg_snapshot_columns.py, test_snapshot_mysql.py check it byte for byte), its
+        # value the chunk's envelope with that `after`, made when a sink reads them.
+        block = RowBlock(
+            ts.topic,
+            table,
+            watermark.offset,
+            watermark.pos,
+            ts.key_schema,
+            ts.envelope_schema,
+            self._value(base, None, ns),
+            keys,
+            afters,
+            wire,
+        )
+        return block.rows()
 
     @staticmethod
     def _value(source: dict[str, Any], after: Any, ns: int) -> dict[str, Any]:
