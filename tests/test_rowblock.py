@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
+import pyarrow as pa
 import pytest
 
 from connectors.api import Batch, Record
@@ -33,7 +34,11 @@ ENV = {"before": None, "after": None, "source": {"table": "a"}, "op": "r", "ts_m
 
 
 def block(
-    n: int, flags: tuple[bool, bool] | None = (True, True), keyless: bool = False, topic: str = "tm.public.a"
+    n: int,
+    flags: tuple[bool, bool] | None = (True, True),
+    keyless: bool = False,
+    topic: str = "tm.public.a",
+    arrow: bool = False,
 ) -> RowBlock:
     keys = [None if keyless else f'{{"id":{i}}}' for i in range(n)]
     afters = [orjson.dumps({"id": i, "s": 'é"x' if i % 2 else None}).decode() for i in range(n)]
@@ -42,7 +47,16 @@ def block(
         khead, ktail = split_at_placeholder(KEY, PLACEHOLDER, flags[0])
         vhead, vtail = split_at_placeholder(ENVELOPE, {**ENV, "after": PLACEHOLDER}, flags[1])
         wire = (flags, khead, ktail, vhead, vtail)
-    return RowBlock(topic, "public.a", {"lsn": 5}, (5,), KEY, ENVELOPE, ENV, keys, afters, wire)
+    # (as the encoder hands them over: slices of one text array)
+    arrays = (
+        (
+            None if keyless else pa.array(["x", *keys], pa.large_string()).slice(1),
+            pa.array(afters, pa.string()),
+        )
+        if arrow
+        else None
+    )
+    return RowBlock(topic, "public.a", {"lsn": 5}, (5,), KEY, ENVELOPE, ENV, keys, afters, wire, arrays)
 
 
 def plain(r: Record) -> Record:
@@ -88,19 +102,20 @@ def test_block_runs_cut_a_batch_into_blocks_and_other_records() -> None:
 
 @pytest.mark.parametrize("flags", [(True, True), (False, True), (True, False), (False, False)])
 @pytest.mark.parametrize("keyless", [False, True])
+@pytest.mark.parametrize("arrow", [False, True])
 def test_the_jsonl_sink_writes_a_block_as_its_records(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flags: tuple[bool, bool], keyless: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flags: tuple[bool, bool], keyless: bool, arrow: bool
 ) -> None:
     """Byte for byte the file the same records give one by one: with stream records around the
     blocks, a block begun mid-way, pieces of a few rows, and blocks built for other schema flags
-    than the sink's (written record by record)."""
+    than the sink's (written record by record); lines joined as text or by Arrow's kernel."""
     monkeypatch.setattr(rowblock, "LINES_PER_PIECE", 3)
     other_flags = (not flags[0], flags[1])
     blocks = [
-        block(7, flags, keyless),
-        block(2, flags, keyless, "tm.b"),
-        block(4, other_flags),
-        block(2, None),
+        block(7, flags, keyless, arrow=arrow),
+        block(2, flags, keyless, "tm.b", arrow=arrow),
+        block(4, other_flags, arrow=arrow),
+        block(2, None, arrow=arrow),
     ]
     change = Record(
         "tm.public.a", {"id": 1}, {"op": "u", "after": {"id": 1}}, KEY, ENVELOPE, collection="public.a"
@@ -130,3 +145,18 @@ def test_metrics_count_chunk_rows_as_reads() -> None:
     assert m.events_by_op.labels(op="r")._value.get() == 5
     assert m.events_by_op.labels(op="u")._value.get() == 1
     assert m.events._value.get() == 6
+
+
+def test_arrow_lines_are_used_when_the_block_has_arrays() -> None:
+    """The Arrow path gives the text path's bytes, as buffers of the joined array (no copy)."""
+    head = b'{"topic":"tm.public.a","key":'
+    for keyless in (False, True):
+        text = b"".join(block(5, keyless=keyless).lines(1, 5, head, (True, True)) or [])
+        pieces = list(block(5, keyless=keyless, arrow=True).lines(1, 5, head, (True, True)) or [])
+        assert pieces and all(isinstance(p, memoryview) for p in pieces)
+        assert b"".join(pieces) == text and text.count(b"\n") == 4
+    # a null among the arrays' values (none is expected): the text path, never a lost line
+    b = block(3, arrow=True)
+    assert b.arrays is not None
+    b.arrays = (pa.array(['{"id":0}', None, '{"id":2}'], pa.string()), b.arrays[1])
+    assert all(isinstance(p, bytes) for p in b.lines(0, 3, head, (True, True)) or [b""])

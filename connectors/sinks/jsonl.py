@@ -25,13 +25,15 @@ from connectors.state.storage import check_file_writable, storage_error
 
 log = logging.getLogger(__name__)
 
+Buffer = bytes | memoryview  # what a batch is written from (`write_all`)
+
 WHAT = "the jsonl output (debezium.sink.jsonl.path)"
 
 
 IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
 
 
-def write_all(fd: int, parts: list[bytes], writev: Callable[[int, Sequence[Any]], int] = os.writev) -> None:
+def write_all(fd: int, parts: list[Buffer], writev: Callable[[int, Sequence[Any]], int] = os.writev) -> None:
     """Write `parts` to `fd` in order with vectored writes, IOV_MAX pieces a call, a short write
     continued where it stopped. Why not one `b"".join(parts)`: a batch of snapshot rows is ~14 MB
     of JSON, and joining it (a fresh 14 MB buffer, page-faulted in while the interpreter lock is
@@ -169,10 +171,10 @@ class JsonLinesSink:
                 parts += (head(r.topic), null if k is None else k, mid, null if v is None else v, close)
         return parts
 
-    def _block_parts(self, records: list[Record]) -> list[bytes]:
+    def _block_parts(self, records: list[Record]) -> list[Buffer]:
         """A batch holding incremental snapshot chunks (`ChunkRow`): each chunk's lines made at
         once from its columns (`RowBlock.lines`), the other records one by one."""
-        parts: list[bytes] = []
+        parts: list[Buffer] = []
         flags = (self._ks, self._vs)
         for start, end, block, first in block_runs(records):
             lines = (

@@ -46,6 +46,7 @@ from functools import partial
 from typing import Any
 
 import orjson
+import pyarrow as pa
 
 from connectors.api import Batch, Record
 from connectors.format.rowblock import CHUNK_ROWS, RowBlock, Wire
@@ -753,14 +754,17 @@ class IncrementalSnapshots:
         if ts is None:
             log.error("incremental snapshot: no schema for %s; its chunk is not emitted", table)
             return 0, None
-        keys, afters = staged.keys, staged.afters
+        keys, afters, arrays = staged.keys, staged.afters, staged.arrays
         if dropped:
             # (what rows are recognised by is worked out only for a chunk whose window saw
             # changes of its table: a key per row, parsed and dumped again)
             dedup = staged.dedup or dedup_of(keys, afters, None)
             kept = [i for i, d in enumerate(dedup) if d not in dropped]
-            keys, afters = [keys[i] for i in kept], [afters[i] for i in kept]
-        return len(afters), partial(self._records, watermark, table, keys, afters, ts)
+            if len(kept) < len(afters):
+                keys, afters, arrays = [keys[i] for i in kept], [afters[i] for i in kept], None
+        if arrays is not None and len(arrays[1]) != len(afters):
+            arrays = None
+        return len(afters), partial(self._records, watermark, table, keys, afters, ts, arrays)
 
     def _records(
         self,
@@ -769,6 +773,7 @@ class IncrementalSnapshots:
         keys: list[str | None],
         afters: list[str],
         ts: TableSchema,
+        arrays: tuple[pa.Array | None, pa.Array] | None = None,
     ) -> list[Record]:
         base = dict((watermark.value or {}).get("source") or {})
         ns = time.time_ns()
@@ -812,6 +817,7 @@ class IncrementalSnapshots:
             keys,
             afters,
             wire,
+            arrays,
         )
         return block.rows()
 

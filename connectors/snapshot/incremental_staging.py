@@ -102,7 +102,8 @@ class StagedChunk:
     # only when a chunk's window saw changes of its table (a keyed table's, staged by the thread reader)
     dedup: list[str] | None
     # the keys' and afters' JSON as the encoder's Arrow text arrays (keys None: keyless), when
-    # encoded here: the chunk's file is built from them (`_rows_table`)
+    # encoded in this process: the chunk's file is built from them (`_rows_table`), and the jsonl
+    # sink its lines (`RowBlock.lines`; kept while the chunk is, `CACHED`: ~2x its rows' memory)
     arrays: tuple[pa.Array | None, pa.Array] | None = None
 
 
@@ -301,7 +302,6 @@ class Staging:
             if isinstance(staged, Exception):
                 raise staged
             self._store(chunk, _rows_table(staged))
-            staged.arrays = None  # (stored: the lists serve the engine)
             self._keep(chunk, staged)
             return
         with self._lock:
@@ -369,8 +369,6 @@ class Staging:
                     table = staged if isinstance(staged, Exception) else _rows_table(staged)
                 except Exception as e:  # noqa: BLE001 - not storable (a bug): read again
                     table = e
-                if not isinstance(staged, Exception):
-                    staged.arrays = None  # (in the table now: the lists serve the engine)
                 ready = self._ready_of(item[0])
                 if isinstance(staged, Exception) or isinstance(table, Exception):
                     err = table if isinstance(table, Exception) else staged
@@ -511,6 +509,7 @@ class Staging:
                 list(cached.keys),
                 list(cached.afters),
                 None if cached.dedup is None else list(cached.dedup),
+                cached.arrays,  # (immutable: shared)
             )
         columns = ["kind", "ord", "key", "after", "dedup", "meta"]
         t = self._load_file(chunk, columns)
