@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import cdc
+import pytest
 from harness import wait_until
 from incremental import (
     ROWS,
@@ -513,5 +514,45 @@ def chunks_encode_together_as_alone(s: Setup) -> None:
             assert e.arrays is not None and e.arrays[1].to_pylist() == e.afters
             assert e.arrays[0] is not None and e.arrays[0].to_pylist() == e.keys
         assert '"s":null' in together[0][1][6] and '\\"' in together[0][1][0]  # row 7's NULL, a quote
+    finally:
+        src.close()
+
+
+def watermark_rows(s: Setup) -> None:
+    """The watermark writes on the real drivers: an open row inserted again (a retry after a
+    crash) is tolerated with a key on `id` and taken twice without one; a close and the next
+    open go in as one statement, in that order; any other error is raised."""
+    from connectors.snapshot.incremental_plan import chunk_source
+
+    s.sql(SIGNAL_DDL)
+    src = chunk_source(load(s.cfg))
+    try:
+
+        def rows() -> list[tuple[str, str]]:
+            conn = s.connect()
+            try:
+                with conn.cursor() as cur:
+                    cur.execute("SELECT id, type FROM debezium_signal ORDER BY id")
+                    return [(str(a), str(b)) for a, b in cur.fetchall()]
+            finally:
+                conn.close()
+
+        src.insert_signal_once("w-0-open", "snapshot-window-open", "{}")
+        src.insert_signal_once("w-0-open", "snapshot-window-open", "{}")  # a duplicate key: tolerated
+        src.close_and_open(
+            ("w-0-close", "snapshot-window-close", "{}"), ("w-1-open", "snapshot-window-open", "{}")
+        )
+        assert rows() == [
+            ("w-0-close", "snapshot-window-close"),
+            ("w-0-open", "snapshot-window-open"),
+            ("w-1-open", "snapshot-window-open"),
+        ]
+        s.sql("DROP TABLE debezium_signal")
+        with pytest.raises(Exception, match="(?i)exist"):
+            src.insert_signal_once("w-2-open", "snapshot-window-open", "{}")  # not a duplicate: raised
+        s.sql(SIGNAL_DDL.replace(" PRIMARY KEY", ""))
+        src.insert_signal_once("w-2-open", "snapshot-window-open", "{}")
+        src.insert_signal_once("w-2-open", "snapshot-window-open", "{}")
+        assert rows() == [("w-2-open", "snapshot-window-open")] * 2
     finally:
         src.close()

@@ -69,3 +69,7 @@ def test_spark_reader_on_an_idle_database(mariadb: Any, mariadb_database: str, t
 
 def test_chunks_encode_together_as_alone(mariadb: Any, mariadb_database: str, tmp_path: Path) -> None:
     cases.chunks_encode_together_as_alone(_setup(mariadb, mariadb_database, tmp_path, 7314))
+
+
+def test_watermark_rows(mariadb: Any, mariadb_database: str, tmp_path: Path) -> None:
+    cases.watermark_rows(_setup(mariadb, mariadb_database, tmp_path, 7315))

@@ -58,3 +58,7 @@ def test_spark_reader_on_an_idle_database(pg: Any, pg_database: str, tmp_path: P
 
 def test_chunks_encode_together_as_alone(pg: Any, pg_database: str, tmp_path: Path) -> None:
     cases.chunks_encode_together_as_alone(_setup(pg, pg_database, tmp_path, "incpg7"))
+
+
+def test_watermark_rows(pg: Any, pg_database: str, tmp_path: Path) -> None:
+    cases.watermark_rows(_setup(pg, pg_database, tmp_path, "incpg8"))

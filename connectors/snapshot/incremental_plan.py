@@ -159,10 +159,9 @@ def read_planned(
         close_window(src, chunk_id, strategy, None)
         return staged.meta.rows or 0
     opened = instant()
-    if not src.signal_exists(f"{chunk_id}-open"):
-        src.insert_signal(
-            f"{chunk_id}-open", WINDOW_OPEN, orjson.dumps({"openWindowTimestamp": opened}).decode()
-        )
+    src.insert_signal_once(
+        f"{chunk_id}-open", WINDOW_OPEN, orjson.dumps({"openWindowTimestamp": opened}).decode()
+    )
     table = plan["table"]
     rows = ChunkRows([], [], None)
     if table is not None and not skip:
