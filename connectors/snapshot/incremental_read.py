@@ -83,7 +83,7 @@ class SignalRows:
 
     def insert_signal(self, sid: str, kind: str, data: str) -> None:
         with self.conn.cursor() as cur:
-            cur.execute(*self._insert(sid, kind, data))
+            cur.execute(*self._insert((sid, kind, data)))
 
     def delete_signal(self, sid: str) -> int:
         with self.conn.cursor() as cur:
@@ -109,14 +109,14 @@ class SignalRows:
     def close_and_open(self, close: tuple[str, str, str] | str, open_: tuple[str, str, str]) -> None:
         """Close one window and open the next in one transaction (one commit, so one log flush,
         instead of two): `close` is the close watermark row (id, type, data), or with
-        insert_delete the id of the open watermark row to delete; `open_` the next open row."""
+        insert_delete the id of the open watermark row to delete; `open_` the next open row.
+        With insert_insert both rows go in as one INSERT, atomic in autocommit and one round
+        trip on either driver (MySQL's BEGIN, two INSERTs and COMMIT were four)."""
         if isinstance(close, str):
-            self._transaction([self._delete(close), self._insert(*open_)])
+            self._transaction([self._delete(close), self._insert(open_)])
         else:
-            # insert_insert: both rows in one INSERT, atomic in autocommit and one round trip on
-            # either driver (MySQL's BEGIN, two INSERTs and COMMIT were four)
             with self.conn.cursor() as cur:
-                cur.execute(f"INSERT INTO {self._signal} VALUES (%s, %s, %s), (%s, %s, %s)", (*close, *open_))
+                cur.execute(*self._insert(close, open_))
 
     def _transaction(self, statements: Sequence[tuple[str, tuple[str, ...]]]) -> None:
         with self.conn.cursor() as cur:
@@ -130,8 +130,10 @@ class SignalRows:
                     cur.execute("ROLLBACK")
                 raise
 
-    def _insert(self, sid: str, kind: str, data: str) -> tuple[str, tuple[str, ...]]:
-        return f"INSERT INTO {self._signal} VALUES (%s, %s, %s)", (sid, kind, data)
+    def _insert(self, *rows: tuple[str, str, str]) -> tuple[str, tuple[str, ...]]:
+        """One INSERT of `rows` (id, type, data), in their order."""
+        values = ", ".join(["(%s, %s, %s)"] * len(rows))
+        return f"INSERT INTO {self._signal} VALUES {values}", tuple(v for row in rows for v in row)
 
     def _delete(self, sid: str) -> tuple[str, tuple[str, ...]]:
         return f"DELETE FROM {self._signal} WHERE id = %s", (sid,)
