@@ -1,6 +1,6 @@
-"""The latency benchmark's jsonl watcher: ids found column-wise equal the ids a full parse finds,
-lines that do not match byte for byte are parsed in full, and lines cut by a read are finished
-by the next one."""
+"""The latency benchmark's jsonl watcher: ids recognised by their line's prefix equal the ids a
+full parse finds, lines that do not match byte for byte are parsed in full, and lines cut by a
+read are finished by the next one."""
 
 from __future__ import annotations
 
@@ -12,16 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
-import jsonl_watch  # noqa: E402
-from jsonl_watch import JsonlTail  # noqa: E402
-
-
-@pytest.fixture(params=["column-wise", "line by line"], autouse=True)
-def reads(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every test with reads of any size taken column-wise, and with the few-lines path."""
-    monkeypatch.setattr(jsonl_watch, "SMALL", 0 if request.param == "column-wise" else 1 << 30)
-    return str(request.param)
-
+from jsonl_watch import JsonlTail, id_prefix  # noqa: E402
 
 KEY_SCHEMA = {
     "type": "struct",
@@ -44,7 +35,7 @@ def ids_of(found: list, fast: list[int]) -> list:
     return out + fast
 
 
-def test_fast_ids_equal_full_parse(tmp_path: Path, reads: str) -> None:
+def test_fast_ids_equal_full_parse(tmp_path: Path) -> None:
     path = tmp_path / "out.jsonl"
     ids = [0, 7, 10, 99, 123456789, 10**17 + 3, 999_999_999_999_999_999, 10**18, -5]
     data = b"".join(line("bench.public.big", i) for i in ids)
@@ -60,16 +51,15 @@ def test_fast_ids_equal_full_parse(tmp_path: Path, reads: str) -> None:
     assert got is not None
     _, found, fast = got
     assert sorted(ids_of(found, fast), key=str) == sorted([*ids, 5, 42], key=str)
-    # column-wise: all but the 19-digit and negative ids, the other key schema and the stream line
-    column_wise = [0, 7, 10, 99, 123456789, 10**17 + 3, 999_999_999_999_999_999]
-    assert sorted(fast) == (sorted(column_wise) if reads == "column-wise" else [])
+    # by prefix: all but the 19-digit and negative ids, the other key schema and the stream line
+    assert sorted(fast) == [0, 7, 10, 99, 123456789, 10**17 + 3, 999_999_999_999_999_999]
     stream_values = [v for _, v in found if v is not None]
     assert len(stream_values) == 1 and stream_values[0]["payload"]["after"]["id"] == 42
     assert tail.read() is None
 
 
 @pytest.mark.parametrize("cut", [1, 17, 60, 200])
-def test_a_line_cut_by_a_read_is_finished_by_the_next(tmp_path: Path, cut: int, reads: str) -> None:
+def test_a_line_cut_by_a_read_is_finished_by_the_next(tmp_path: Path, cut: int) -> None:
     path = tmp_path / "out.jsonl"
     lines = [line("bench.public.big", i) for i in range(1, 6)]
     whole = b"".join(lines)
@@ -82,8 +72,7 @@ def test_a_line_cut_by_a_read_is_finished_by_the_next(tmp_path: Path, cut: int, 
         f.write(whole[at:])
     second = tail.read()
     assert second is not None and ids_of(second[1], second[2]) == [4, 5]
-    if reads == "column-wise":
-        assert second[2] == [4, 5]  # (the prefix learnt from the first line)
+    assert second[2] == [4, 5]  # (the prefix learnt from the first line)
 
 
 def test_a_read_without_a_whole_line(tmp_path: Path) -> None:
@@ -96,3 +85,11 @@ def test_a_read_without_a_whole_line(tmp_path: Path) -> None:
         f.write(one[50:])
     got = tail.read()
     assert got is not None and ids_of(got[1], got[2]) == [3]
+
+
+def test_the_prefix_is_learnt_only_from_an_integer_id_line() -> None:
+    assert id_prefix(line("t", 12)) == line("t", 12).split(b'"payload":{"id":')[0] + b'"payload":{"id":'
+    assert id_prefix(line("t", "12")) is None  # (a text id)
+    assert id_prefix(line("t", -3)) is None
+    assert id_prefix(b'{"topic":"t","key":null,"value":null}') is None
+    assert id_prefix(b"not json") is None
