@@ -6,7 +6,7 @@ No heavy imports here: this module must import without Spark, Airflow or any dri
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import total_ordering
 from typing import Any, Protocol, runtime_checkable
@@ -332,6 +332,16 @@ class Sink(Protocol):
     def last_offset(self) -> tuple[int, dict[str, Any]] | None: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class StagedSink(Protocol):
+    """A sink whose write has two steps (jsonl: the write, then the fsync). `stage(batch)` hands
+    the batch over (to the page cache) and returns the step that makes it durable, or None when
+    it already is; `write(batch)` is both. The engine runs batch k's step on a thread of its own
+    while it stages batch k+1, and treats batch k as written only once that step has returned."""
+
+    def stage(self, batch: Batch) -> Callable[[], None] | None: ...
 
 
 @runtime_checkable

@@ -413,3 +413,106 @@ def test_a_batch_held_while_a_snapshot_runs_is_settled_when_the_stream_goes_quie
     acks = [i for i, e in enumerate(log) if e[0] == "ack"]
     assert acks and log.index(("durable", 1)) < log.index(("asked",)) < acks[0]
     assert log[acks[-1]] == ("ack", 2)
+
+
+class StagedSink(LogSink):
+    """Writes in two steps (`StagedSink`): `stage` logs ("staged", n) and returns the step that
+    logs ("synced", n); `on_sync(n)` runs inside that step, `fail_sync` makes it raise."""
+
+    name = "staged"
+
+    def __init__(self, log: list[tuple], fail_sync: int | None = None) -> None:
+        super().__init__(log)
+        self.fail_sync = fail_sync
+        self.sync_threads: list[str] = []
+        self.on_sync: Any = lambda n: None
+
+    def stage(self, batch: Batch) -> Any:
+        n = batch.offset["n"]
+        self.log.append(("staged", n))
+
+        def sync() -> None:
+            self.sync_threads.append(threading.current_thread().name)
+            self.on_sync(n)
+            if n == self.fail_sync:
+                raise TransientError("fsync failed")
+            self.log.append(("synced", n))
+
+        return sync
+
+
+def test_a_staged_sinks_sync_runs_while_the_next_batch_is_written() -> None:
+    """Two deep (a snapshot running): batch 1's durability step waits until batch 2 has been
+    staged, which only a step run off the sinks' thread allows; each batch is stored and
+    acknowledged only after its own step returned."""
+    log: list[tuple] = []
+    sink = StagedSink(log)
+    sink.on_sync = lambda n: (
+        n == 1 and wait_for(lambda: ("staged", 2) in log, "batch 2 staged during the sync")
+    )
+    src = ListSource([batch(1, [1], False), batch(2, [2], False), batch(3, [3], False)], log)
+    offs = MemOffsets(log)
+    engine(src, sink, offs, incremental=RunningSnapshot()).run()
+    assert log.index(("staged", 2)) < log.index(("synced", 1))
+    assert all(t.startswith("tidemark-sync") for t in sink.sync_threads)
+    acks = [e[1] for e in log if e[0] == "ack"]
+    assert acks and acks == sorted(acks) and acks[-1] == 3
+    for n in acks:
+        assert log.index(("synced", n)) < log.index(("save", n)) < log.index(("ack", n))
+    assert offs.saved is not None and offs.saved[1] == {"n": 3}
+
+
+def test_a_staged_sink_syncs_inline_one_deep() -> None:
+    """No snapshot running: the step runs on the sinks' thread, before the next batch."""
+    log: list[tuple] = []
+    sink = StagedSink(log)
+    src = ListSource([batch(1, [1], False), batch(2, [2], False)], log)
+    engine(src, sink, MemOffsets(log)).run()
+    assert log.index(("synced", 1)) < log.index(("yield", 2))
+    assert sink.sync_threads and all(t.startswith("tidemark-sinks") for t in sink.sync_threads)
+
+
+def test_a_staged_sink_is_durable_before_a_self_offsetting_sink_is_written() -> None:
+    log: list[tuple] = []
+
+    class OwnOffsets(LogSink):
+        name = "delta"
+        keeps_offsets = True
+
+        def write(self, batch: Batch) -> None:
+            log.append(("delta", batch.offset["n"]))
+
+    src = ListSource([batch(1, [1], False), batch(2, [2], False), batch(3, [3], False)], log)
+    Engine(
+        lambda: src,
+        [OwnOffsets(log), StagedSink(log)],
+        MemOffsets(log),
+        offset_key=lambda o: (o["n"],),
+        max_retries=0,
+        incremental=RunningSnapshot(),
+    ).run()
+    for n in (1, 2, 3):
+        assert log.index(("staged", n)) < log.index(("synced", n)) < log.index(("delta", n))
+
+
+def test_a_failed_deferred_sync_is_never_acknowledged() -> None:
+    log: list[tuple] = []
+    src = ListSource([batch(n, [n], False) for n in range(1, 6)], log)
+    with pytest.raises(TransientError, match="fsync failed"):
+        engine(src, StagedSink(log, fail_sync=2), MemOffsets(log), incremental=RunningSnapshot()).run()
+    acks = [e[1] for e in log if e[0] == "ack"]
+    assert all(n < 2 for n in acks), repr(log)
+    assert ("save", 2) not in log and ("save", 3) not in log
+
+
+def test_no_batch_is_written_after_one_that_failed_two_deep() -> None:
+    """Batch 2's write fails while batch 3 is queued behind it: batch 3 is never written (a
+    self-offsetting sink holding 3 without 2 would skip 2 on the restart) and nothing from 2 on
+    is stored or acknowledged."""
+    log: list[tuple] = []
+    sink = LogSink(log, fail_seq=2)
+    src = ListSource([batch(n, [n], False) for n in range(1, 6)], log)
+    with pytest.raises(TransientError):
+        engine(src, sink, MemOffsets(log), incremental=RunningSnapshot()).run()
+    assert sink.held == [1]
+    assert all(e[1] < 2 for e in log if e[0] in ("ack", "save"))

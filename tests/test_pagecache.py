@@ -107,6 +107,36 @@ def test_jsonl_sink_keeps_only_the_files_tail_cached(tmp_path: Path, monkeypatch
     assert len(lines) == 600 and lines[-1].startswith(b'{"topic":"srv.public.t"')
 
 
+def test_jsonl_stage_writes_now_and_syncs_in_its_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`stage` puts the batch in the file at once and fsyncs only in the step it returns (the
+    engine runs batch k's step while batch k+1 is staged); steps run out of order still drop
+    only synced bytes but the tail."""
+    from connectors.sinks.jsonl import JsonLinesSink
+
+    monkeypatch.setattr(JsonLinesSink, "CACHED_TAIL", 16 * PAGE)
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    path = tmp_path / "out.jsonl"
+    sink = JsonLinesSink(path, key_schemas_enable=False, value_schemas_enable=False)
+    try:
+        first = sink.stage(_batch(200, 3000))
+        assert first is not None and not synced
+        assert len(path.read_bytes().splitlines()) == 200
+        second = sink.stage(_batch(200, 3000))
+        assert second is not None and len(path.read_bytes().splitlines()) == 400
+        second()
+        first()  # (an older step after a newer one: nothing to undo, nothing dropped twice)
+        assert len(synced) == 2
+        assert sink.stage(Batch([], {"lsn": 0}, 0, {})) is None
+        pages = (path.stat().st_size + PAGE - 1) // PAGE
+        assert 16 <= resident_pages(path) <= 16 + pages // 2
+    finally:
+        sink.close()
+
+
 def test_staged_chunk_file_is_not_kept_cached(tmp_path: Path) -> None:
     from connectors.snapshot.incremental_files import ChunkFiles
     from connectors.snapshot.incremental_staging import ROWS

@@ -30,6 +30,10 @@ log = logging.getLogger(__name__)
 
 SETTLE_WITHIN_S = 0.5  # a batch held unsettled longer makes an idle source yield its position
 
+# A batch handed to the sinks' thread: its write, which gives the future of its deferred
+# durability step (or None when the write made it durable).
+Written = Future["Future[None] | None"]
+
 
 @dataclass
 class RunStats:
@@ -95,7 +99,9 @@ class Engine:
             range(len(sinks)), key=lambda i: bool(getattr(sinks[i], "keeps_offsets", False))
         )
         self._source: Source | None = None
-        self._written: deque[tuple[Batch, Future[None], float]] = deque()  # (`_run_once`)
+        self._written: deque[tuple[Batch, Written, float]] = deque()  # (`_run_once`)
+        self._syncer: ThreadPoolExecutor | None = None  # (`_run_once`: runs deferred sync steps)
+        self._failed = False  # a batch's write failed in this `_run_once`: none after it is written
         self._stopping = False
         self.stats = RunStats()
         # Signals: the processor polls its channels on its own thread; the engine hands it each
@@ -244,7 +250,9 @@ class Engine:
         wait, the jsonl fsync and the Rust parts of a Delta commit overlap with decoding), and
         two deep while an incremental snapshot emits chunks (`_depth`). Batch k is stored and
         acknowledged only after its write has returned, in order; at most three batches are in
-        memory. Other batches are settled as soon as they are written."""
+        memory. Other batches are settled as soon as they are written. Two deep, a sink that
+        writes in two steps (`StagedSink`: jsonl's write, then its fsync) has batch k's second
+        step run on a thread of its own while batch k+1 is written."""
         seq, start, skips, newest = self._durable()
         # The incremental snapshot's state rides in the offsets; the source never sees it. It is
         # taken from the newest offset a sink holds: every sink holds that batch (`_deliver`
@@ -277,9 +285,11 @@ class Engine:
         self._flusher = flusher
         # Batches handed to the sinks' thread and not settled yet, oldest first (one at a time
         # but while an incremental snapshot runs: see `_depth`)
-        written: deque[tuple[Batch, Future[None], float]] = deque()
+        written: deque[tuple[Batch, Written, float]] = deque()
         self._written = written
         pool = ThreadPoolExecutor(1, thread_name_prefix="tidemark-sinks")
+        self._syncer = ThreadPoolExecutor(1, thread_name_prefix="tidemark-sync")
+        self._failed = False
         clean = False
         try:
             source.open(start)
@@ -296,9 +306,10 @@ class Engine:
                     if incremental is not None and incremental.active:
                         incremental.process(batch)
                     depth = self._depth()
-                    while written and (len(written) >= depth or written[0][1].done()):
+                    while written and (len(written) >= depth or _landed(written[0][1])):
                         self._settle(source, *written.popleft()[:2])
-                    written.append((batch, pool.submit(self._deliver, batch, skips), time.monotonic()))
+                    fut = pool.submit(self._deliver, batch, skips, depth > 1)
+                    written.append((batch, fut, time.monotonic()))
                     if not batch.extra.get("more") and (depth == 1 or not batch.records):
                         # The source had nothing more waiting: settle now rather than when the
                         # next change arrives (an idle stream must not hold an unconfirmed batch).
@@ -310,7 +321,7 @@ class Engine:
                 # keep the offsets of those that landed, in order (nothing re-sent needlessly).
                 while written:
                     batch, fut, _ = written.popleft()
-                    if fut.exception() is not None:
+                    if self._failed or _failure(fut) is not None:
                         written.clear()
                         break
                     self._settle(source, batch, fut)
@@ -320,6 +331,7 @@ class Engine:
             clean = True
         finally:
             pool.shutdown(wait=True)
+            self._syncer.shutdown(wait=True)
             try:
                 if flusher is not None:
                     # Store and confirm what the sinks already hold (also after a source error:
@@ -374,10 +386,16 @@ class Engine:
         the offset is stored; `_settle` (or the end of the run) acknowledges it."""
         self._ack_due = offset
 
-    def _settle(self, source: Source, batch: Batch, fut: Future[None]) -> None:
+    def _settle(self, source: Source, batch: Batch, fut: Written) -> None:
         """Wait until every sink holds `batch` (re-raising a sink's error), then acknowledge it
         to the source — after the offset flusher stored it, when an offset table is needed."""
-        fut.result()
+        try:
+            synced = fut.result()
+            if synced is not None:
+                synced.result()
+        except BaseException:
+            self._failed = True  # the batches after it are not settled (`_run_once`)
+            raise
         if self.incremental is not None:
             self.incremental.settled(batch)
         due, self._ack_due = self._ack_due, None
@@ -424,24 +442,91 @@ class Engine:
         if held is not None:
             yield held
 
-    def _deliver(self, batch: Batch, skips: dict[int, tuple]) -> None:
+    def _deliver(self, batch: Batch, skips: dict[int, tuple], defer: bool) -> Future[None] | None:
+        """Write `batch` to every sink in `_write_order`. The durability steps of sinks that
+        write in two steps (`StagedSink`) are run before any self-offsetting sink is written
+        (what it holds, every sink holds, also after a power loss) and otherwise, when `defer`,
+        handed to the syncer thread: the future returned is that step's."""
+        if self._failed:
+            # A write before this one failed: writing this batch would put it into a sink that
+            # keeps its own offset (Delta) past the missing one, and a restart would skip both.
+            raise TransientError("not written: the batch before it failed")
+        try:
+            return self._write(batch, skips, defer)
+        except BaseException:
+            self._failed = True
+            raise
+
+    def _write(self, batch: Batch, skips: dict[int, tuple], defer: bool) -> Future[None] | None:
         if self.signals is not None:
             self.signals.accept_source(batch)
+        steps: list[Callable[[], None]] = []
         for i in self._write_order:
             sink = self.sinks[i]
-            skip = skips.get(i)
-            if skip is None:
-                sink.write(batch)
+            part = self._part_for(i, batch, skips)
+            if part is None:
                 continue
-            kept = [r for r in batch.records if r.pos is None or r.pos > skip]
-            if batch.records and batch.records[-1].pos is not None and batch.records[-1].pos > skip:
-                del skips[i]
-            if len(kept) != len(batch.records):
-                log.info(
-                    "sink %s: skipped %d records it already holds", sink.name, len(batch.records) - len(kept)
-                )
-            if kept:
-                sink.write(Batch(kept, batch.offset, batch.seq, batch.extra))
+            if steps and getattr(sink, "keeps_offsets", False):
+                _run_all(steps)
+                steps = []
+            stage = getattr(sink, "stage", None)
+            if stage is None:
+                sink.write(part)
+            elif (step := stage(part)) is not None:
+                steps.append(step)
+        if not steps:
+            return None
+        if not defer or self._syncer is None:
+            _run_all(steps)
+            return None
+        return self._syncer.submit(self._run_deferred, steps)
+
+    def _run_deferred(self, steps: list[Callable[[], None]]) -> None:
+        try:
+            _run_all(steps)
+        except BaseException:
+            self._failed = True
+            raise
+
+    def _part_for(self, i: int, batch: Batch, skips: dict[int, tuple]) -> Batch | None:
+        """What of `batch` sink `i` is to write: all of it, or (on a replay) the records after
+        the ones it already holds; None when it holds them all."""
+        skip = skips.get(i)
+        if skip is None:
+            return batch
+        kept = [r for r in batch.records if r.pos is None or r.pos > skip]
+        if batch.records and batch.records[-1].pos is not None and batch.records[-1].pos > skip:
+            del skips[i]
+        if len(kept) != len(batch.records):
+            log.info(
+                "sink %s: skipped %d records it already holds",
+                self.sinks[i].name,
+                len(batch.records) - len(kept),
+            )
+        return Batch(kept, batch.offset, batch.seq, batch.extra) if kept else None
+
+
+def _run_all(steps: list[Callable[[], None]]) -> None:
+    for step in steps:
+        step()
+
+
+def _landed(fut: Written) -> bool:
+    """The batch's write, and its deferred step if any, have finished (or failed)."""
+    if not fut.done():
+        return False
+    if fut.exception() is not None:
+        return True
+    synced = fut.result()
+    return synced is None or synced.done()
+
+
+def _failure(fut: Written) -> BaseException | None:
+    """Wait for the batch's write and deferred step; the error of either, or None."""
+    e = fut.exception()
+    if e is None and (synced := fut.result()) is not None:
+        e = synced.exception()
+    return e
 
 
 def _strip(offset: dict[str, Any] | None) -> dict[str, Any] | None:

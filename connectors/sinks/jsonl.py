@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -88,8 +89,9 @@ def _drop_partial_line(out: BinaryIO, path: Path) -> None:
 
 
 class JsonLinesSink:
-    """Appends each batch to `path` (or stdout for `-`); `write` returns after flush + fsync, and
-    synced bytes but the newest `CACHED_TAIL` leave the page cache (`connectors.state.pagecache`)."""
+    """Appends each batch to `path` (or stdout for `-`); `write` returns after flush + fsync
+    (`stage` + the step it returns, when the engine overlaps them), and synced bytes but the
+    newest `CACHED_TAIL` leave the page cache (`connectors.state.pagecache`)."""
 
     name = "jsonl"
     CACHED_TAIL = 64 << 20  # bytes of the file's end left in the page cache
@@ -101,6 +103,7 @@ class JsonLinesSink:
         self._vs = value_schemas_enable
         self._stdout = str(path) == "-"
         self._synced = 0
+        self._sync_lock = threading.Lock()
         self._out: BinaryIO
         self._path = str(path)
         if self._stdout:
@@ -128,9 +131,16 @@ class JsonLinesSink:
         return cls(path, key_schemas_enable=ks, value_schemas_enable=vs)
 
     def write(self, batch: Batch) -> None:
+        sync = self.stage(batch)
+        if sync is not None:
+            sync()
+
+    def stage(self, batch: Batch) -> Callable[[], None] | None:
+        """Write `batch` to the file (the page cache) and return the step that makes it durable
+        (`StagedSink`): the engine fsyncs batch k while the next one is written."""
         records = batch.records
         if not records:
-            return
+            return None
         if batch.extra.get(CHUNK_ROWS):
             parts = self._block_parts(records)
         else:
@@ -139,19 +149,30 @@ class JsonLinesSink:
             if self._stdout:
                 self._out.write(b"".join(parts))
                 self._out.flush()
-            else:
-                fd = self._out.fileno()
-                write_all(fd, parts)
+                return None
+            fd = self._out.fileno()
+            write_all(fd, parts)
+            end = os.lseek(fd, 0, os.SEEK_CUR)  # (O_APPEND: the end of this batch)
+        except OSError as e:
+            raise storage_error(e, self._path, WHAT) from None
+        return lambda: self._sync(fd, end)
+
+    def _sync(self, fd: int, end: int) -> None:
+        """fsync `fd` (every byte up to `end` and any written since), then let synced bytes but
+        the newest CACHED_TAIL leave the page cache. Locked: a sync the engine deferred may still
+        run when the next batch's `write` syncs inline."""
+        with self._sync_lock:
+            try:
                 os.fsync(fd)
                 # the newest CACHED_TAIL bytes stay cached for readers tailing the file (measured:
                 # dropping them at once had the latency bench's watcher read them from disk, 40 %
                 # more of its CPU)
-                end = os.lseek(fd, 0, os.SEEK_CUR) - self.CACHED_TAIL  # (O_APPEND: the end)
+                end -= self.CACHED_TAIL
                 if end > self._synced:
                     drop_cached(fd, self._synced, end)
                     self._synced = end
-        except OSError as e:
-            raise storage_error(e, self._path, WHAT) from None
+            except OSError as e:
+                raise storage_error(e, self._path, WHAT) from None
 
     def _head(self, topic: str) -> bytes:
         t = self._topic_json.get(topic)
