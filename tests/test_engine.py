@@ -306,18 +306,20 @@ def test_the_retry_counter_restarts_after_a_working_connection(caplog: pytest.Lo
     assert attempts == ["attempt 1)"] * 3 + ["attempt 2)"]
 
 
+class OwnOffsets(LogSink):
+    """A sink that keeps its own offset (as Delta does): logs ("delta", n) per batch."""
+
+    name = "delta"
+    keeps_offsets = True
+
+    def write(self, batch: Batch) -> None:
+        self.log.append(("delta", batch.offset["n"]))
+
+
 def test_self_offsetting_sinks_are_written_after_the_others() -> None:
     """Whatever batch a sink that keeps its own offset (Delta) holds, every other sink holds:
     a restart takes the incremental snapshot's state from the newest stored offset."""
     log: list[tuple] = []
-
-    class OwnOffsets(LogSink):
-        name = "delta"
-        keeps_offsets = True
-
-        def write(self, batch: Batch) -> None:
-            log.append(("delta", batch.offset["n"]))
-
     other = LogSink(log)
     src = ListSource([batch(1, [1], True), batch(2, [2], False)], log)
     eng = Engine(
@@ -474,14 +476,6 @@ def test_a_staged_sink_syncs_inline_one_deep() -> None:
 
 def test_a_staged_sink_is_durable_before_a_self_offsetting_sink_is_written() -> None:
     log: list[tuple] = []
-
-    class OwnOffsets(LogSink):
-        name = "delta"
-        keeps_offsets = True
-
-        def write(self, batch: Batch) -> None:
-            log.append(("delta", batch.offset["n"]))
-
     src = ListSource([batch(1, [1], False), batch(2, [2], False), batch(3, [3], False)], log)
     Engine(
         lambda: src,
