@@ -549,12 +549,13 @@ def test_a_local_chunk_is_read_once_encoded_before_its_file_is_written(tmp_path:
     real_write = st.files.write
     calls: list[str] = []
 
-    def slow_write(chunk: str, data: Any) -> None:
+    def slow_write(chunk: str, data: Any, *, durable: bool = True) -> None:
         calls.append(chunk)
+        assert not durable  # (the engine never waits for the file: not fsynced)
         assert release.wait(30)
         if chunk == "s-1":
             raise OSError(28, "No space left on device")
-        real_write(chunk, data)
+        real_write(chunk, data, durable=durable)
 
     st.files.write = slow_write  # type: ignore[method-assign]
     meta = ChunkMeta("public.a", ["2"], ["9"], 2, [])
@@ -572,6 +573,34 @@ def test_a_local_chunk_is_read_once_encoded_before_its_file_is_written(tmp_path:
     other = Staging(tmp_path, "c1")
     assert other.staged_ids("s") == {"s-0"}
     assert other.read("s-0") is not None and other.read("s-1") is None
+
+
+@pytest.mark.parametrize("tear", ["empty", "cut short", "zeros"])
+def test_a_torn_chunk_file_reads_as_not_staged(
+    tmp_path: Path, tear: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A chunk file written without fsync may be torn by an operating-system crash: the next
+    process reads that chunk as not staged (the engine and the reader read it again), with a
+    warning naming the file, and staging it again replaces the file."""
+    from connectors.snapshot.incremental_staging import ReadRows
+
+    st = Staging(tmp_path, "c1")
+    meta = ChunkMeta("public.a", ["2"], ["9"], 2, [])
+    st.write_read("s-0", meta, ReadRows(2, [2], _ListCodec(), [1, 2]), None, wait=False)
+    st.drain()
+    assert st.files is not None
+    path = st.files.dir / "s-0.arrow"
+    whole = path.read_bytes()
+    torn = {"empty": b"", "cut short": whole[: len(whole) // 2], "zeros": bytes(len(whole))}[tear]
+    path.write_bytes(torn)
+    after = Staging(tmp_path, "c1")
+    assert after.staged_ids("s") == {"s-0"}
+    with caplog.at_level("WARNING"):
+        assert after.read("s-0") is None
+    assert "s-0.arrow is unreadable" in caplog.text and "reading the chunk again" in caplog.text
+    after.write("s-0", meta, ['{"id":1}'], ['{"id":1,"n":0}'], None)
+    again = Staging(tmp_path, "c1").read("s-0")
+    assert again is not None and again.afters == ['{"id":1,"n":0}']
 
 
 class _BadAfterCodec:

@@ -137,13 +137,10 @@ def test_jsonl_stage_writes_now_and_syncs_in_its_step(
         sink.close()
 
 
-def test_staged_chunk_file_is_not_kept_cached(tmp_path: Path) -> None:
-    from connectors.snapshot.incremental_files import ChunkFiles
+def _chunk_rows(n: int) -> pa.Table:
     from connectors.snapshot.incremental_staging import ROWS
 
-    files = ChunkFiles(tmp_path / "chunks", "conn")
-    n = 2000
-    data = pa.table(
+    return pa.table(
         {
             "kind": ["row"] * n,
             "ord": pa.array(range(n), pa.int32()),
@@ -155,8 +152,41 @@ def test_staged_chunk_file_is_not_kept_cached(tmp_path: Path) -> None:
         },
         schema=ROWS,
     )
-    files.write("snap-1", data)
+
+
+def test_staged_chunk_file_is_not_kept_cached(tmp_path: Path) -> None:
+    from connectors.snapshot.incremental_files import ChunkFiles
+
+    files = ChunkFiles(tmp_path / "chunks", "conn")
+    n = 2000
+    files.write("snap-1", _chunk_rows(n))
     (staged,) = [p for p in (tmp_path / "chunks" / "conn").iterdir() if p.suffix == ".arrow"]
     assert staged.stat().st_size > 100 * PAGE
     assert resident_pages(staged) == 0
     assert files.load("snap-1", ["ord", "after"]).num_rows == n  # and it reads back whole
+
+
+def test_unsynced_chunk_files_skip_fsync_and_leave_the_cache_a_few_writes_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The thread reader's chunk files (`durable=False`) are never fsynced (the engine does not
+    wait for them); their pages, dirty at the write, are dropped `DROP_BEHIND` writes later."""
+    from connectors.snapshot import incremental_files
+    from connectors.snapshot.incremental_files import DROP_BEHIND, ChunkFiles
+
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(incremental_files.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    files = ChunkFiles(tmp_path / "chunks", "conn")
+    files.write("snap-0", _chunk_rows(50))
+    assert len(synced) == 2  # durable (the default): the file, then its directory
+    synced.clear()
+    files.write("snap-1", _chunk_rows(2000), durable=False)
+    assert synced == []
+    first = files.dir / "snap-1.arrow"
+    assert first.stat().st_size > 100 * PAGE
+    os.sync()  # (what the kernel's writeback does by itself a little later)
+    for i in range(2, 2 + DROP_BEHIND):
+        files.write(f"snap-{i}", _chunk_rows(50), durable=False)
+    assert synced == [] and resident_pages(first) == 0
+    assert files.load("snap-1", ["ord"]).num_rows == 2000

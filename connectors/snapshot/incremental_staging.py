@@ -254,8 +254,9 @@ class Staging:
         self._ready: dict[str, Future[None]] = {}
         self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
-        # A local warehouse's chunk files, written (and fsynced) by a thread of their own: behind
-        # the encoder, an fsync held the next chunk's encoding, which the engine waits for
+        # A local warehouse's chunk files, written by a thread of their own (not fsynced: see
+        # incremental_files.py): behind the encoder, the file's fsync held the next chunk's
+        # encoding, which the engine waits for
         # (py-spy: the engine waited in `settle` 16 % of a snapshot's time, the writer was in
         # fsync 18 %). Bounded: the encoder waits when CACHED chunks wait for their files.
         self._files_queue: queue.Queue[tuple[_Item, StagedChunk, pa.Table]] = queue.Queue(CACHED)
@@ -398,7 +399,9 @@ class Staging:
         try:
             if self.files is not None:
                 for item, _, table in items:
-                    self.files.write(item[0], table)
+                    # (not fsynced: the engine emits the chunk from memory, never waiting for
+                    # its file; a SIGKILL leaves the page cache, see incremental_files.py)
+                    self.files.write(item[0], table, durable=False)
             else:
                 self._append(pa.concat_tables([self._partitioned(i[0], t) for i, _, t in items]))
         except BaseException as e:  # noqa: BLE001 - each waiting chunk gets the error
