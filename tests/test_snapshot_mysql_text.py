@@ -311,6 +311,23 @@ def test_packets_long_rows_and_end() -> None:
     )  # the big row takes 2 packets; the end 1
 
 
+def test_uncut_batches_cut_columns_on_first_use() -> None:
+    """The batches come uncut (the incremental reader hands them to the staging writer so): its
+    first columns (`head`) and its last row (`last_row`) equal those of the batch cut whole,
+    before and after the cut, across every length encoding."""
+    rows = [(b"a", None, b"k1"), (b"x" * 300, b"y" * 70_000, b"k2"), (None, b"", b"k3")]
+    cur = _Cur(_packets([_lenc(a) + _lenc(b) + _lenc(c) for a, b, c in rows] + [EOF]), 3)
+    (batch,) = list(TextResult(cur).batches(10))
+    head, last = batch.head(2), batch.last_row()
+    assert [c.to_pylist() for c in last] == [[v] for v in rows[-1]]
+    assert len(head) == 3 and len(head.fields) == 2
+    whole = [c.to_pylist() for c in batch.columns]
+    assert whole == [list(col) for col in zip(*rows, strict=True)]
+    assert [c.to_pylist() for c in head.columns] == whole[:2]
+    assert [c.to_pylist() for c in batch.last_row()] == [[v] for v in rows[-1]]
+    assert [c.to_pylist() for c in batch.head(1).columns] == whole[:1]
+
+
 def test_packets_errors() -> None:
     # an error packet mid-result raises PyMySQL's error for it
     err = b"\xff" + struct.pack("<H", 1317) + b"#70100Query execution was interrupted"

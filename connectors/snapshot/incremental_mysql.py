@@ -212,10 +212,9 @@ class MySqlChunkSource(SignalRows):
                 if isinstance(piece, TextBatch):
                     if piece.num_rows == 0:
                         continue
-                    pieces.append(TextBatch(piece.columns[:width], piece.fields[:width], piece.num_rows))
-                    last = [
-                        _text(piece.columns[width + i][piece.num_rows - 1].as_py()) for i in range(len(q.key))
-                    ]
+                    pieces.append(piece.head(width))  # (its columns cut by the staging writer)
+                    tail = piece.last_row()
+                    last = [_text(tail[width + i][0].as_py()) for i in range(len(q.key))]
                 else:
                     if not piece:
                         continue
