@@ -1,4 +1,4 @@
-"""The incremental snapshot's staging area: `<warehouse>/_state/incremental_chunks` (one Parquet
+"""The incremental snapshot's staging area: `<warehouse>/_state/incremental_chunks` (one Arrow IPC
 file per chunk, `incremental_files.py`) for a local warehouse, else the Delta table
 `<warehouse>/_state/incremental_staging` (also where the Spark reader's chunk plans are kept).
 
