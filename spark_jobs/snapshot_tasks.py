@@ -159,17 +159,12 @@ def write_chunk(spec: ChunkSpec, pieces: Iterable[pa.Table]) -> ChunkResult:
             if kafka is not None or jsonl is not None:
                 topic = piece["topic"][0].as_py()
             if kafka is not None:
-                keys, values = kafka_bytes(piece)
-                kafka.send_serialized(
-                    topic,
-                    keys.cast(pa.binary()).to_pylist(),
-                    values.cast(pa.binary()).to_pylist(),
-                    spec.headers,
-                    wait=False,  # one wait for the whole chunk, below
-                )
-                del keys, values
+                for keys, values in kafka_bytes(piece):
+                    # one wait for the whole chunk, below
+                    kafka.send_serialized(topic, keys, values, spec.headers, wait=False)
             if jsonl is not None:
-                _write_string_data(jsonl, jsonl_lines(topic, piece))
+                for lines in jsonl_lines(topic, piece):
+                    _write_string_data(jsonl, lines)
         if kafka is not None:
             kafka.flush()  # the chunk counts as done only once the broker holds all of it
     except BaseException:
