@@ -363,6 +363,13 @@ def run_tidemark_snapshot(cfg: Path, work: Path, n: int, *, cpu: bool) -> dict[s
         "records_reported": int(m[1]) if m else None,
         "job_s": float(m[2]) if m and m.re is JOB_DONE_RE else None,
         "peak_rss_mb": peak,
+        # whether the driver JVM wrote its class-data archive (the first job on a machine: slower),
+        # read it, or ran without (spark_jobs/class_cache.py)
+        "jvm_class_archive": "written"
+        if "Spark's classes archived in" in text
+        else "read"
+        if "starts from the class-data archive" in text
+        else "none",
     }
     if cpu:
         r["cpu_s"] = cpu_s

@@ -45,7 +45,7 @@ def run(
     from connectors.snapshot.incremental_plan import Plan, chunk_source, plan_ahead, run_planned
     from connectors.snapshot.incremental_read import chunk_settings, lead
     from connectors.snapshot.incremental_staging import Staging
-    from spark_jobs.snapshot import spark_session
+    from spark_jobs.snapshot import spark_session, stop_session
 
     chunk_size, strategy = chunk_settings(cfg)
     width = max(1, cfg.runtime.incremental_snapshot_parallelism)
@@ -143,7 +143,7 @@ def run(
         src.close()
         stored.close()
         if own and session:
-            session[0].stop()
+            stop_session(session[0])
     log.info("incremental snapshot: %d chunks read (%d rows)", chunks, rows)
     return chunks
 

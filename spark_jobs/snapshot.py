@@ -41,6 +41,7 @@ from connectors.snapshot.decide import Decision, decide
 from connectors.snapshot.jobs import read_request
 from connectors.snapshot.progress import SnapshotProgress
 from connectors.state.pagecache import drop_cached
+from spark_jobs import class_cache
 from spark_jobs.snapshot_tasks import ChunkResult, ChunkSpec, run_chunk, write_chunk
 
 log = logging.getLogger("tidemark.snapshot")
@@ -90,7 +91,7 @@ def session_conf(cfg: ConnectorConfig) -> dict[str, str]:
 def spark_session(cfg: ConnectorConfig) -> Any:
     """The job's SparkSession on `tidemark.spark.master` with `tidemark.spark.conf.*`."""
     try:
-        from pyspark.sql import SparkSession
+        import pyspark.sql  # noqa: F401 - only: is it installed?
     except ImportError:
         raise TerminalError(
             "snapshots run on Spark, and pyspark is not installed",
@@ -98,20 +99,51 @@ def spark_session(cfg: ConnectorConfig) -> Any:
         ) from None
     # Executors run this interpreter (its virtualenv holds connectors and the drivers).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.master(cfg.runtime.spark_master).appName(f"tidemark-snapshot-{cfg.name}")
-    for k, v in session_conf(cfg).items():
-        builder = builder.config(k, v)
+    conf = session_conf(cfg)
+    global _CLASS_CACHE
+    _CLASS_CACHE = None
+    if cfg.runtime.spark_class_cache and conf["spark.driver.extraJavaOptions"] == DRIVER_JAVA_OPTIONS:
+        _CLASS_CACHE = class_cache.plan(conf)
+        if _CLASS_CACHE is not None and _CLASS_CACHE.writing is None:
+            log.info("the driver JVM starts from the class-data archive %s", _CLASS_CACHE.archive)
     try:
-        session = builder.getOrCreate()
+        session = _start(cfg, conf)
     except Exception as e:  # the JVM's own errors: Java missing, a bad master URL, ...
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise TerminalError(
-            f"Spark could not start (tidemark.spark.master={cfg.runtime.spark_master}): {first}",
-            "check tidemark.spark.master and tidemark.spark.conf.*, and that Java 17 is installed (java -version); "
-            "the next start resumes the snapshot",
-        ) from None
+        if _CLASS_CACHE is not None and _CLASS_CACHE.writing is None:
+            _CLASS_CACHE.discard()  # a damaged archive must not stop the snapshot
+            _CLASS_CACHE = None
+            try:
+                session = _start(cfg, conf)
+            except Exception as e2:
+                raise _not_started(cfg, e2) from None
+        else:
+            raise _not_started(cfg, e) from None
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+# The class-data archive the running session's driver JVM reads or writes (one per process).
+_CLASS_CACHE: class_cache.ClassCache | None = None
+
+
+def _start(cfg: ConnectorConfig, conf: dict[str, str]) -> Any:
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(cfg.runtime.spark_master).appName(f"tidemark-snapshot-{cfg.name}")
+    for k, v in conf.items():
+        if k == "spark.driver.extraJavaOptions" and _CLASS_CACHE is not None:
+            v = f"{v} {_CLASS_CACHE.java_options()}"
+        builder = builder.config(k, v)
+    return builder.getOrCreate()
+
+
+def _not_started(cfg: ConnectorConfig, e: Exception) -> TerminalError:
+    first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return TerminalError(
+        f"Spark could not start (tidemark.spark.master={cfg.runtime.spark_master}): {first}",
+        "check tidemark.spark.master and tidemark.spark.conf.*, and that Java 17 is installed (java -version); "
+        "the next start resumes the snapshot",
+    )
 
 
 _JOB_PROCESS = False  # set by job_start: this process ends when the job does
@@ -124,6 +156,18 @@ def stop_session(spark: Any) -> None:
     the job, so there only the JVM side is waited for and the listener closes on a daemon
     thread (or with the process). Anywhere else the whole `stop()` is waited for: a later
     session in the same process must not race the end of this one."""
+    global _CLASS_CACHE
+    cache, _CLASS_CACHE = _CLASS_CACHE, None
+    if cache is not None and cache.writing is not None:
+        # This JVM writes the class-data archive as it exits: stop fully, end the JVM, keep the
+        # archive (once per machine; the JVM takes a few seconds to write it).
+        from pyspark import SparkContext
+
+        gateway = SparkContext._gateway
+        spark.stop()
+        cache.finish(gateway)
+        SparkContext._gateway = SparkContext._jvm = None  # a later session starts a new JVM
+        return
     if not _JOB_PROCESS:
         spark.stop()
         return

@@ -725,6 +725,8 @@ SERVER_PROPERTIES: dict[str, Prop] = {
         P("tidemark.offsets.flush.interval.ms", "int", 1000),
         # Snapshots: the Spark master the snapshot job runs on, and rows per primary-key chunk.
         P("tidemark.spark.master", "str", "local[*]"),
+        # The driver JVM loads Spark's classes from an archive the first job writes (JDK AppCDS).
+        P("tidemark.spark.class.cache", "bool", True),
         P("tidemark.snapshot.chunk.rows", "int", 100000),
         # MySQL/MariaDB: Debezium's lock-based consistent read, or lock-free per-chunk watermarks.
         P("tidemark.snapshot.mysql.method", "enum", "locking", choices(MySqlSnapshotMethod)),

@@ -248,6 +248,7 @@ class RuntimeSettings(_Frozen):
     commit_max_events: int
     offsets_flush_interval_ms: int
     spark_master: str
+    spark_class_cache: bool
     snapshot_chunk_rows: int
     snapshot_mysql_method: MySqlSnapshotMethod
     incremental_snapshot_max_stream_lag_ms: int
