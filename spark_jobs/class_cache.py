@@ -95,7 +95,9 @@ class ClassCache:
     def discard(self) -> None:
         """Spark did not start with this archive: delete it (the next job writes a new one)."""
         log.warning(
-            "Spark did not start with the class-data archive %s: deleted, starting without it", self.archive
+            "Spark did not start with the class-data archive %s (a JVM crash report hs_err_pid*.log "
+            "in the working directory may be about it): deleted, starting without it",
+            self.archive,
         )
         with contextlib.suppress(OSError):
             self.archive.unlink()

@@ -24,7 +24,6 @@ _SESSION = textwrap.dedent(
     """
     import json, logging, sys
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
-    sys.path.insert(0, "tests")
     from cfgutil import config
     from spark_jobs import snapshot
     props = dict(arg.split("=", 1) for arg in sys.argv[1:])
@@ -41,11 +40,11 @@ _SESSION = textwrap.dedent(
 
 
 def _session(cache: Path, *props: str) -> tuple[dict[str, object], str]:
-    env = {**os.environ, "TIDEMARK_CACHE_DIR": str(cache)}
+    env = {**os.environ, "TIDEMARK_CACHE_DIR": str(cache), "PYTHONPATH": f"{ROOT}:{ROOT / 'tests'}"}
     env.pop("PYSPARK_GATEWAY_PORT", None)
     p = subprocess.run(
         [sys.executable, "-c", _SESSION, *props],
-        cwd=ROOT,
+        cwd=cache,  # the JVM that crashes on a truncated archive writes hs_err_pid*.log here
         env=env,
         capture_output=True,
         text=True,
