@@ -167,7 +167,10 @@ def test_source_block_markers_and_key_chunks(
         chunks, detail = snap.plan(view, 100)
         assert detail["tables"] == 2
         data = [c for c in chunks if c.table.endswith("keys_mix")]
-        assert 5 <= len(data) <= 15, [(c.lower, c.upper) for c in data]
+        # boundaries walked along the key: 1,000 rows in exactly ten chunks of 100, none empty
+        assert len(data) == 10, [(c.lower, c.upper) for c in data]
+        sizes = [sum(p.num_rows for p in read_chunk(cfg, c, view, position(view), ())) for c in data]
+        assert sizes == [100] * 10
         rows: list[dict[str, Any]] = []
         started = int(time.time())
         for c in chunks:
@@ -195,6 +198,38 @@ def test_source_block_markers_and_key_chunks(
     # CURRENT_TIMESTAMP then), the same for every chunk of the table
     (ts,) = {orjson.loads(r["source"])["ts_ms"] for r in rows}
     assert ts % 1000 == 0 and started * 1000 <= ts <= time.time() * 1000
+
+
+def test_text_key_boundaries_keep_quotes_and_percent_signs(
+    mariadb: Any, mariadb_database: str, tmp_path: Path, unique_name: Any
+) -> None:
+    """Boundary keys holding quotes, backslashes and %s are bound back as literals (never as
+    driver parameters); 250 rows in chunks of 100: three chunks, the last one not empty."""
+    db = mariadb_database
+    names = [f"k%s'{i:03d}\\x" if i % 3 else f"k%{i:03d}" for i in range(250)]
+    quoted = [n.replace("\\", "\\\\").replace("'", "''") for n in names]
+    values = ", ".join(f"('{q}', {i})" for i, q in enumerate(quoted))
+    _run(
+        mariadb,
+        db,
+        [
+            "CREATE TABLE odd_keys (name VARCHAR(32) PRIMARY KEY, v INT)",
+            f"INSERT INTO odd_keys VALUES {values}",
+        ],
+    )
+    cfg = _snap_cfg(mariadb, tmp_path, unique_name, db)
+    snap = MySqlSnapshotter(cfg)
+    view = snap.export()
+    try:
+        chunks, _ = snap.plan(view, 100)
+        sizes = [sum(p.num_rows for p in read_chunk(cfg, c, view, position(view), ())) for c in chunks]
+        rows = _read_all(cfg, snap, view, chunk_rows=100)
+    finally:
+        view.close()
+        snap.close()
+    assert sizes == [100, 100, 50]
+    assert sorted(orjson.loads(r["after"])["v"] for r in rows) == list(range(250))
+    assert sorted(orjson.loads(r["after"])["name"] for r in rows) == sorted(names)
 
 
 def test_position_is_the_view(mariadb: Any, mariadb_database: str, tmp_path: Path, unique_name: Any) -> None:
