@@ -11,8 +11,8 @@ How (JDK 13+ dynamic archives, no tool to run by hand):
   classes it loaded when it exits. `finish()` ends the JVM after the job (closing its stdin ends
   PySpark's gateway), waits for it, and renames the fsynced file into place. Only a whole
   archive ever has the final name: the JVM crashes (SIGBUS) on a truncated one.
-- an archive: `-XX:SharedArchiveFile=<archive>`. If Spark does not start with it, the archive is
-  deleted and Spark started once more without it (`discard`).
+- an archive: `-XX:SharedArchiveFile=<archive>`. If Spark does not start with it, Spark is
+  started once more without it; when that works, the archive is deleted (`discard`).
 - the file name is a digest of what the archive depends on (the java binary, pyspark's jars, the
   driver's memory setting), so an upgrade writes a new archive; the others are removed then.
   A JVM that finds the archive does not match still starts, without it (`-Xshare:auto`).
@@ -93,10 +93,11 @@ class ClassCache:
         return f"{LOG_OFF} -XX:SharedArchiveFile={self.archive}"
 
     def discard(self) -> None:
-        """Spark did not start with this archive: delete it (the next job writes a new one)."""
+        """Spark started without this archive but not with it: delete it (the next job writes a
+        new one)."""
         log.warning(
-            "Spark did not start with the class-data archive %s (a JVM crash report hs_err_pid*.log "
-            "in the working directory may be about it): deleted, starting without it",
+            "Spark did not start with the class-data archive %s but did without it (a JVM crash "
+            "report hs_err_pid*.log in the working directory may be about it): archive deleted",
             self.archive,
         )
         with contextlib.suppress(OSError):

@@ -109,15 +109,15 @@ def spark_session(cfg: ConnectorConfig) -> Any:
     try:
         session = _start(cfg, conf)
     except Exception as e:  # the JVM's own errors: Java missing, a bad master URL, ...
-        if _CLASS_CACHE is not None and _CLASS_CACHE.writing is None:
-            _CLASS_CACHE.discard()  # a damaged archive must not stop the snapshot
-            _CLASS_CACHE = None
-            try:
-                session = _start(cfg, conf)
-            except Exception as e2:
-                raise _not_started(cfg, e2) from None
-        else:
+        reading = _CLASS_CACHE if _CLASS_CACHE is not None and _CLASS_CACHE.writing is None else None
+        _CLASS_CACHE = None
+        if reading is None:
             raise _not_started(cfg, e) from None
+        try:  # once more without the archive: a damaged one must not stop the snapshot
+            session = _start(cfg, conf)
+        except Exception as e2:
+            raise _not_started(cfg, e2) from None  # not the archive's fault: it stays
+        reading.discard()
     session.sparkContext.setLogLevel("WARN")
     return session
 

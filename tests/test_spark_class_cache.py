@@ -39,10 +39,10 @@ _SESSION = textwrap.dedent(
 )
 
 
-def _session(cache: Path, *props: str) -> tuple[dict[str, object], str]:
+def _run(cache: Path, *props: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "TIDEMARK_CACHE_DIR": str(cache), "PYTHONPATH": f"{ROOT}:{ROOT / 'tests'}"}
     env.pop("PYSPARK_GATEWAY_PORT", None)
-    p = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-c", _SESSION, *props],
         cwd=cache,  # the JVM that crashes on a truncated archive writes hs_err_pid*.log here
         env=env,
@@ -50,6 +50,10 @@ def _session(cache: Path, *props: str) -> tuple[dict[str, object], str]:
         text=True,
         timeout=300,
     )
+
+
+def _session(cache: Path, *props: str) -> tuple[dict[str, object], str]:
+    p = _run(cache, *props)
     assert p.returncode == 0, p.stderr[-3000:]
     return json.loads(p.stdout.strip().splitlines()[-1]), p.stderr
 
@@ -114,3 +118,17 @@ def test_nowhere_to_keep_it_means_no_archive(monkeypatch: pytest.MonkeyPatch, tm
     monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "12345")  # spark-submit started the JVM already
     assert class_cache.plan({}) is None
     assert config("postgres").runtime.spark_class_cache  # on by default
+
+
+def test_an_archive_is_kept_when_spark_fails_for_another_reason(tmp_path: Path) -> None:
+    """A bad master fails with and without the archive: the archive is not to blame and stays."""
+    name = class_cache.archive_name({})
+    assert name is not None
+    archive = tmp_path / "spark-cds" / name
+    archive.parent.mkdir(parents=True)
+    archive.write_bytes(b"not an archive")
+    p = _run(tmp_path, "tidemark.spark.master=nonsense://nowhere")
+    assert p.returncode != 0
+    assert "Spark could not start (tidemark.spark.master=nonsense://nowhere)" in p.stderr
+    assert "did not start with the class-data archive" not in p.stderr
+    assert archive.read_bytes() == b"not an archive"
