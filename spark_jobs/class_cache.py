@@ -14,7 +14,8 @@ How (JDK 13+ dynamic archives, no tool to run by hand):
 - an archive: `-XX:SharedArchiveFile=<archive>`. If Spark does not start with it, Spark is
   started once more without it; when that works, the archive is deleted (`discard`).
 - the file name is a digest of what the archive depends on (the java binary, pyspark's jars, the
-  driver's memory setting), so an upgrade writes a new archive; the others are removed then.
+  driver's memory setting), so an upgrade writes a new archive; archives no job used for 14 days
+  are removed then (each use touches its archive).
   A JVM that finds the archive does not match still starts, without it (`-Xshare:auto`).
 - the JVM's own CDS messages are silenced (`-Xlog:cds*=off`): they are about classes it
   leaves out, never errors of the job.
@@ -43,6 +44,7 @@ log = logging.getLogger("tidemark.snapshot")
 
 LOG_OFF = "-Xlog:cds*=off"
 STALE_S = 3600  # a temporary file this old was left by a killed job
+UNUSED_S = 14 * 86400  # another archive not used for this long was left by an upgrade
 
 
 def cache_dir() -> Path:
@@ -131,10 +133,13 @@ class ClassCache:
                 os.close(fd)
             os.replace(writing, self.archive)
             log.info("Spark's classes archived in %s: later jobs start faster", self.archive)
+            # Archives of other JVMs or jars unused for UNUSED_S: an upgrade left them. (Not all
+            # others: two installs on one machine, e.g. a checkout and its CI clone, each keep theirs.)
+            now = time.time()
             for old in self.archive.parent.glob("spark-*.jsa"):
-                if old != self.archive:
-                    with contextlib.suppress(OSError):
-                        old.unlink()  # for another JVM or jars: an upgrade left it
+                with contextlib.suppress(OSError):
+                    if old != self.archive and now - old.stat().st_mtime > UNUSED_S:
+                        old.unlink()
         except OSError as e:
             log.info("no class-data archive written (%s)", e)
         finally:
@@ -157,6 +162,8 @@ def plan(conf: Mapping[str, str]) -> ClassCache | None:
         d.mkdir(parents=True, exist_ok=True)
         archive = d / name
         if archive.is_file() and archive.stat().st_size > 0:
+            with contextlib.suppress(OSError):
+                os.utime(archive)  # in use: not removed as an upgrade's leftover
             return ClassCache(archive)
         now = time.time()
         for tmp in d.glob("*.jsa.tmp"):

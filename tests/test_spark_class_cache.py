@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
+import types
 from pathlib import Path
 
 import pytest
@@ -132,3 +134,39 @@ def test_an_archive_is_kept_when_spark_fails_for_another_reason(tmp_path: Path) 
     assert "Spark could not start (tidemark.spark.master=nonsense://nowhere)" in p.stderr
     assert "did not start with the class-data archive" not in p.stderr
     assert archive.read_bytes() == b"not an archive"
+
+
+def test_finish_puts_the_archive_in_place_and_drops_only_long_unused_others(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`finish` ends the process behind the gateway (here a Python child that, like PySpark's
+    JVM, writes its file once its stdin closes), then renames the file into place; of the other
+    archives only one unused for longer than UNUSED_S goes."""
+    monkeypatch.setenv("TIDEMARK_CACHE_DIR", str(tmp_path))
+    plan = class_cache.plan({})
+    assert plan is not None and plan.writing is not None
+    d = plan.archive.parent
+    old, recent = d / "spark-0.0-old.jsa", d / "spark-0.0-recent.jsa"
+    old.write_bytes(b"old")
+    recent.write_bytes(b"recent")
+    month_ago = time.time() - 30 * 86400
+    os.utime(old, (month_ago, month_ago))
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; sys.stdin.read(); open(sys.argv[1], 'wb').write(b'A' * 4096)",
+            str(plan.writing),
+        ],
+        stdin=subprocess.PIPE,
+    )
+    plan.finish(types.SimpleNamespace(proc=child, shutdown=lambda: None))
+    assert child.returncode == 0
+    assert plan.archive.read_bytes() == b"A" * 4096
+    assert recent.exists() and not old.exists()
+    assert not list(d.glob("*.tmp"))
+    # reading it marks it used
+    os.utime(plan.archive, (month_ago, month_ago))
+    again = class_cache.plan({})
+    assert again is not None and again.writing is None
+    assert time.time() - plan.archive.stat().st_mtime < 60
