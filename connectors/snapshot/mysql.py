@@ -38,9 +38,9 @@ history's at that position (the history is not rewritten).
 Chunks: the key is the table's key as streaming emits it (primary key, or `message.key.columns`);
 boundaries are every `tidemark.snapshot.chunk.rows`-th key, walked along the key index inside the
 view (`LIMIT 2 OFFSET n-1` after the previous boundary: only the boundaries travel), bound back
-as literals of the column's type. Keys
+as literals of the column's type, composite keys compared column by column (`_range`). Keys
 with ENUM/SET/floating-point columns (whose order differs from their literals' order, or is not
-exact) and keyless tables are one chunk.
+exact) or nullable columns, and keyless tables are one chunk.
 """
 
 from __future__ import annotations
@@ -616,9 +616,12 @@ def int_key(t: Table, key: Sequence[str]) -> bool:
 
 
 def chunkable_key(t: Table, key: Sequence[str]) -> bool:
+    """Whether the table can be read in key ranges: not with ENUM/SET/floating-point/spatial key
+    columns (see the module doc), nor with a nullable one (`message.key.columns` may name one: a
+    NULL is in no range, and the whole table is one chunk instead)."""
     for name in key:
         c = t.column(name)
-        if c is None or c.base_type in _UNCHUNKABLE or c.base_type in _SPATIAL:
+        if c is None or c.base_type in _UNCHUNKABLE or c.base_type in _SPATIAL or c.optional:
             return False
     return True
 
@@ -741,20 +744,28 @@ def select_pieces(
 
 
 def _range(key: list[str], chunk: Chunk, literals: Mapping[str, Any]) -> str:
-    """`chunks.range_condition`'s row comparison, each bound value written as its own column's
-    literal (range_condition's single `literal` cannot tell the columns apart)."""
+    """`chunks.range_condition`'s bounds (lower exclusive, upper inclusive, in the key's order),
+    each value written as its own column's literal. A composite key is compared column by
+    column, not as a row: MariaDB 10.11 reads a `(a, b) > (x, y)` condition from the first row
+    of the index (a 200,000-row table: 160,003 index reads for a bound 160,000 rows in, against
+    10,000 for the same LIMIT without it), while `a >= x AND (a > x OR b > y)` starts its range
+    at `a = x`. The two are equal for non-null keys (nullable key columns are not chunked)."""
+
+    def beyond(cols: list[str], vals: list[str], strict: str, loose: str, last: str) -> str:
+        c = quote_ident(cols[0])
+        if len(cols) == 1:
+            return f"{c} {last} {vals[0]}"
+        rest = beyond(cols[1:], vals[1:], strict, loose, last)
+        return f"{c} {loose} {vals[0]} AND ({c} {strict} {vals[0]} OR ({rest}))"
+
+    def values(b: tuple[Any, ...]) -> list[str]:
+        return [literals[c](v) for c, v in zip(key, b, strict=True)]
+
     parts = []
-    cols = ", ".join(quote_ident(c) for c in key)
-    lhs = f"({cols})" if len(key) > 1 else cols
-
-    def bound(b: tuple[Any, ...]) -> str:
-        vals = ", ".join(literals[c](v) for c, v in zip(key, b, strict=True))
-        return f"({vals})" if len(key) > 1 else vals
-
     if chunk.lower is not None:
-        parts.append(f"{lhs} > {bound(chunk.lower)}")
+        parts.append(f"({beyond(key, values(chunk.lower), '>', '>=', '>')})")
     if chunk.upper is not None:
-        parts.append(f"{lhs} <= {bound(chunk.upper)}")
+        parts.append(f"({beyond(key, values(chunk.upper), '<', '<=', '<=')})")
     return " AND ".join(parts)
 
 
