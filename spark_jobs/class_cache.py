@@ -15,8 +15,9 @@ How (JDK 13+ dynamic archives, no tool to run by hand):
   started once more without it; when that works, the archive is deleted (`discard`).
 - the file name is a digest of what the archive depends on (the java binary, pyspark's jars, the
   driver's memory setting), so an upgrade writes a new archive; archives no job used for 14 days
-  are removed then (each use touches its archive).
-  A JVM that finds the archive does not match still starts, without it (`-Xshare:auto`).
+  are removed then (each use touches its archive). A JVM that rejects an archive (another JDK
+  build) is meant to start without it (`-Xshare:auto`); if it fails instead, the retry above
+  applies (only a truncated archive was tried: the JVM crashed, and the retry started Spark).
 - the JVM's own CDS messages are silenced (`-Xlog:cds*=off`): they are about classes it
   leaves out, never errors of the job.
 
