@@ -96,7 +96,16 @@ def test_own_java_options_or_the_switch_leave_the_jvm_alone(tmp_path: Path) -> N
     assert _archives(tmp_path) == []
 
 
+def _no_gateway(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As in a job process: no JVM yet (other tests of the session may have started one here)."""
+    from pyspark import SparkContext
+
+    monkeypatch.setattr(SparkContext, "_gateway", None)
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+
+
 def test_the_archive_is_named_by_what_it_depends_on(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _no_gateway(monkeypatch)
     a = class_cache.archive_name({})
     assert a is not None and a == class_cache.archive_name({})
     assert class_cache.archive_name({"spark.driver.memory": "8g"}) != a
@@ -112,6 +121,7 @@ def test_the_archive_is_named_by_what_it_depends_on(monkeypatch: pytest.MonkeyPa
 
 
 def test_nowhere_to_keep_it_means_no_archive(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _no_gateway(monkeypatch)
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     monkeypatch.setenv("TIDEMARK_CACHE_DIR", str(blocker))
@@ -142,6 +152,7 @@ def test_finish_puts_the_archive_in_place_and_drops_only_long_unused_others(
     """`finish` ends the process behind the gateway (here a Python child that, like PySpark's
     JVM, writes its file once its stdin closes), then renames the file into place; of the other
     archives only one unused for longer than UNUSED_S goes."""
+    _no_gateway(monkeypatch)
     monkeypatch.setenv("TIDEMARK_CACHE_DIR", str(tmp_path))
     plan = class_cache.plan({})
     assert plan is not None and plan.writing is not None

@@ -358,7 +358,7 @@ _SERVER: dict[str, str] = {
         "Least time, in ms, between saves of the offset table kept for the kafka and jsonl sinks (Delta keeps its own)."
     ),
     "tidemark.spark.master": "Spark master URL the snapshot job runs on: local[*] (every core of this machine) or any cluster master.",
-    "tidemark.spark.class.cache": "The snapshot job's driver JVM loads Spark's classes from a class-data archive (JDK AppCDS) that the first job writes to ~/.cache/tidemark/spark-cds ($TIDEMARK_CACHE_DIR): ~2 s less Spark start a job. Not used when tidemark.spark.conf.spark.driver.extraJavaOptions is set.",
+    "tidemark.spark.class.cache": "The snapshot job's driver JVM loads Spark's classes from an archive the first job writes (JDK AppCDS, ~/.cache/tidemark/spark-cds): ~2 s less start a job.",
     "tidemark.snapshot.chunk.rows": (
         "Target rows per snapshot chunk: tables are split into primary-key ranges of about this many rows, each read by "
         "one Spark task and committed (and resumed) on its own; it bounds a task's memory."
