@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import cdc
+import orjson
 import pytest
 from harness import wait_until
 from incremental import (
@@ -220,51 +221,49 @@ def conditions_stop_pause_keyless(s: Setup, tmp_path: Path) -> None:
         wait_until(lambda: len(snapshot_keys(s.changelog)) > before, 60, "the third snapshot started")
         s.source_signal("inc-pause", "pause-snapshot", {})
         wait_until(lambda: s.notifications("PAUSED"), 60, "paused")
+        # PAUSED comes from the signal thread while batches the stream released before the
+        # pause may still be on their way into the change log, and chunks read ahead before it
+        # are released as their close watermarks stream by: count from a change made after the
+        # notification once it is in the change log (everything streamed before it is too).
+        _stream_change(s, 10**8, "after pause")
         held = len(snapshot_keys(s.changelog))
-        s.sql("INSERT INTO bench VALUES (%s, 'after pause', 1, 'x')", (10**8,))
-        wait_until(
-            lambda: any(
-                cdc.payload(r).get("after", {}) and cdc.payload(r)["after"]["id"] == 10**8
-                for r in bench_records(s.jsonl)
-                if r["value"]
-            ),
-            60,
-            "a change streamed while paused",
-        )
-        # the chunk read then, and those read ahead (4 of 300 rows: incremental_read.lead)
-        assert len(snapshot_keys(s.changelog)) <= held + 5 * 300
-        held = len(snapshot_keys(s.changelog))
+        _stream_change(s, 10**8 + 1, "still paused")
+        # at most the chunk being read when the pause came (no chunk starts while paused)
+        assert len(snapshot_keys(s.changelog)) <= held + 300
         s.cli_signal("resume-snapshot")
         wait_until(lambda: s.notifications("RESUMED"), 60, "resumed")
         wait_until(lambda: len(snapshot_keys(s.changelog)) >= held + 300, 60, "a chunk after the resume")
         s.source_signal("inc-stop", "stop-snapshot", {"type": "incremental"})
         wait_until(lambda: s.notifications("ABORTED"), 60, "stopped")
+        _stream_change(s, 10**8 + 2, "after stop")
         stopped = len(snapshot_keys(s.changelog))
-        s.sql("INSERT INTO bench VALUES (%s, 'after stop', 1, 'x')", (10**8 + 1,))
-        wait_until(
-            lambda: any(
-                cdc.payload(r).get("after", {}) and cdc.payload(r)["after"]["id"] == 10**8 + 1
-                for r in bench_records(s.jsonl)
-                if r["value"]
-            ),
-            60,
-            "a change streamed after the stop",
-        )
-        # ABORTED is sent by the signal thread while the batches before the stop may still be on
-        # their way into the change log: they may hold the chunks released until then (as at the
-        # pause). What is exact is the stream order: no snapshot row follows a change made after.
-        assert len(snapshot_keys(s.changelog)) <= stopped + 5 * 300
+        _stream_change(s, 10**8 + 3, "still stopped")
+        assert len(snapshot_keys(s.changelog)) == stopped  # a stopped snapshot releases nothing
         ops = [
             (cdc.payload(r)["op"], (cdc.payload(r).get("after") or {}).get("id"))
             for r in bench_records(s.jsonl)
             if r["value"]
         ]
-        after_stop = ops.index(("c", 10**8 + 1))
+        after_stop = ops.index(("c", 10**8 + 2))
         assert [o for o in ops[after_stop:] if o[0] == "r"] == []
         assert len(snapshot_keys(s.changelog)) - before < 60_000  # (it did not run to the end)
         assert len(s.notifications("COMPLETED")) == 2  # the stopped snapshot never completed
     finally:
         stop(proc)
+
+
+def _stream_change(s: Setup, key: int, name: str) -> None:
+    """Insert a `bench` row and wait until the Delta change log holds its change."""
+    s.sql("INSERT INTO bench VALUES (%s, %s, 1, 'x')", (key, name))
+
+    def landed() -> bool:
+        rows = cdc.delta_rows(s.changelog, ["op", "key", "topic"])
+        return any(
+            r["op"] == "c" and r["topic"].endswith(".bench") and orjson.loads(r["key"])["id"] == key
+            for r in rows
+        )
+
+    wait_until(landed, 60, f"the change {name!r} in the change log")
 
 
 def crash_before_offsets_stored(s: Setup, tmp_path: Path, *, completed: bool) -> None:
