@@ -2,8 +2,8 @@
 `python -m spark_jobs.snapshot --config FILE`; `tidemark snapshot` and `tidemark run` start it).
 
 Driver: decide from `snapshot.mode` and what is stored whether to snapshot (or resume an
-unfinished snapshot), export one consistent view, plan primary-key chunks, record the plan in
-`_state/snapshots`, then run one Spark task per chunk (`snapshot_tasks.run_chunk`), up to the
+unfinished snapshot), export one consistent view, plan primary-key chunks (Spark starting
+meanwhile, `EarlySession`), record the plan in `_state/snapshots`, then run one Spark task per chunk (`snapshot_tasks.run_chunk`), up to the
 parallelism at once, committing every chunk on its own as it finishes:
 - Kafka: the task produced and flushed (at least once, as Debezium);
 - jsonl: the task's part is appended to the output file and fsynced (at least once: a crash
@@ -29,6 +29,7 @@ import time
 import uuid
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ from connectors.snapshot.jobs import read_request
 from connectors.snapshot.progress import SnapshotProgress
 from connectors.state.pagecache import drop_cached
 from spark_jobs import class_cache
-from spark_jobs.snapshot_tasks import ChunkResult, ChunkSpec, run_chunk, write_chunk
+from spark_jobs.snapshot_tasks import ChunkResult, ChunkSpec, run_chunk, warm_worker, write_chunk
 
 log = logging.getLogger("tidemark.snapshot")
 
@@ -173,6 +174,74 @@ def stop_session(spark: Any) -> None:
         return
     spark.sparkContext._jsc.stop()  # executors, shuffle and block files: done when this returns
     threading.Thread(target=spark.stop, name="spark-stop", daemon=True).start()
+
+
+class EarlySession:
+    """The job's SparkSession, started on a thread of its own as soon as the job knows it will
+    read chunks, while the driver exports the view and plans: the JVM's start (~4 s here) works
+    on the CPU, the export and the plan mostly wait on the database. Once up, one task per slot
+    starts a Python worker and imports what a chunk task needs (~1 CPU-s a worker on its first
+    task otherwise), still while the driver plans; Spark reuses those workers for the chunks.
+
+    The session is the reader's once taken (`get`; the reader stops it); `close` stops one never
+    taken (a planning error, nothing left to read)."""
+
+    def __init__(self, cfg: ConnectorConfig, warm: tuple[str, ...]) -> None:
+        self._cfg, self._warm = cfg, warm
+        self._spark: Any = None
+        self._error: BaseException | None = None
+        self._taken = False
+        self._up = threading.Event()
+        self._thread = threading.Thread(target=self._start, name="spark-start", daemon=True)
+        self._thread.start()
+
+    def _start(self) -> None:
+        try:
+            self._spark = spark_session(self._cfg)
+        except BaseException as e:  # noqa: BLE001 - raised again by get(), on the job's thread
+            self._error = e
+        finally:
+            self._up.set()
+        if self._spark is None:
+            return
+        sc = self._spark.sparkContext
+        width = _parallelism(self._cfg, sc)
+        sc.setJobGroup("tidemark-warm-up", "start the Python workers")
+        try:
+            pids = sc.parallelize(range(width), width).map(partial(warm_worker, self._warm)).collect()
+        except Exception as e:  # noqa: BLE001 - only a head start: the chunk tasks import anyway
+            log.debug("snapshot: warming the Python workers: %s", e)
+        else:
+            log.debug("snapshot: Python workers %s started while planning", sorted(set(pids)))
+
+    def get(self) -> Any:
+        """The session (waits for its start); a Spark that could not start raises here."""
+        self._up.wait()
+        if self._error is not None:
+            raise self._error
+        self._taken = True
+        return self._spark
+
+    def close(self) -> None:
+        if self._taken:
+            return
+        self._taken = True
+        self._up.wait()
+        self._thread.join()  # (the warm-up job ends before its session does)
+        if self._spark is not None:
+            stop_session(self._spark)
+
+
+def _warm_modules(cfg: ConnectorConfig) -> tuple[str, ...]:
+    """What a chunk task of this job imports, beyond snapshot_tasks itself."""
+    mods: tuple[str, ...] = (
+        ("connectors.snapshot.watermarks",)
+        if cfg.connector != "postgres"
+        else ("connectors.snapshot.postgres", "adbc_driver_postgresql.dbapi")
+    )
+    if "kafka" in cfg.sink_types:
+        mods += ("connectors.sinks.kafka", "confluent_kafka")
+    return mods
 
 
 def _parallelism(cfg: ConnectorConfig, sc: Any) -> int:
@@ -471,6 +540,8 @@ def _run(cfg: ConnectorConfig, spark: Any, notices: Any) -> Outcome:
         if delay > 0:
             log.info("snapshot: waiting snapshot.delay.ms=%d before starting", delay)
             time.sleep(delay / 1000)
+        if spark is None and (not mysql or watermarks):
+            spark = EarlySession(cfg, _warm_modules(cfg))
         if decision.resume:
             assert state is not None
             view = snap.fresh_view(**readers)
@@ -516,6 +587,8 @@ def _run(cfg: ConnectorConfig, spark: Any, notices: Any) -> Outcome:
     except BaseException:
         if "view" in locals():
             view.close()
+        if isinstance(spark, EarlySession):
+            spark.close()
         raise
     finally:
         snap.close()
@@ -581,6 +654,8 @@ def run_blocking(request: dict[str, Any], *, spark: Any = None) -> Outcome:
     snap = (mod.MySqlSnapshotter if mysql else mod.PgSnapshotter)(cfg)
     notifier = Notifier.from_config(cfg)
     notices = notifier.initial_snapshot  # Debezium's blocking snapshot sends the initial snapshot's
+    if spark is None and (not mysql or watermarks):
+        spark = EarlySession(cfg, _warm_modules(cfg))
     try:
         try:
             view = snap.fresh_view(**readers)
@@ -603,6 +678,8 @@ def run_blocking(request: dict[str, Any], *, spark: Any = None) -> Outcome:
         except BaseException:
             if "view" in locals():
                 view.close()
+            if isinstance(spark, EarlySession):
+                spark.close()
             raise
         finally:
             snap.close()
@@ -686,19 +763,26 @@ def _read_chunks(
     driver_threads: bool = False,
     watermarks: bool = False,
 ) -> int:
-    committer = Committer(cfg, sid)
-    todo = []
-    for c in chunks:
-        if committer.already_committed(c):
-            # Committed to Delta before a crash, its progress row not yet written.
-            progress.chunks_done(sid, [(c, 0)])
-            continue
-        todo.append(c)
-    if not todo:
-        return done_rows
-    own_session = spark is None and not driver_threads
-    if own_session:
-        spark = spark_session(cfg)
+    early = spark if isinstance(spark, EarlySession) else None
+    try:
+        committer = Committer(cfg, sid)
+        todo = []
+        for c in chunks:
+            if committer.already_committed(c):
+                # Committed to Delta before a crash, its progress row not yet written.
+                progress.chunks_done(sid, [(c, 0)])
+                continue
+            todo.append(c)
+        if not todo:
+            return done_rows
+        own_session = (spark is None or early is not None) and not driver_threads
+        if early is not None:
+            spark = early.get()
+        elif own_session:
+            spark = spark_session(cfg)
+    finally:
+        if early is not None:
+            early.close()  # (only one not taken: a failure above, or nothing left to read)
     snapshot_name = view if isinstance(view, str) else view.name
     staging = committer.jsonl_staging() if committer.jsonl_path else None
     specs = {
@@ -775,6 +859,14 @@ def _read_chunks(
                 while order and order[0].index in ready:
                     c = order.pop(0)
                     res = ready.pop(c.index)
+                    log.debug(
+                        "snapshot: chunk %d of %s: %d rows in %.2fs (process %d)",
+                        c.index,
+                        c.table,
+                        res.rows,
+                        res.seconds,
+                        res.pid,
+                    )
                     committer.commit(c, res)
                     progress.chunks_done(sid, [(c, res.rows)], highs)
                     rows += res.rows

@@ -47,6 +47,7 @@ class ChunkResult:
     seconds: float = 0.0
     delta_files: list[dict[str, Any]] = field(default_factory=list)
     jsonl_part: str | None = None
+    pid: int = 0  # the process that wrote it (a Spark Python worker, or the driver)
 
 
 _TUNED = False
@@ -107,6 +108,17 @@ def _write_string_data(out: Any, lines: pa.Array) -> None:
     out.write(memoryview(lines.buffers()[2])[int(offsets[0]) : int(offsets[-1])])
 
 
+def warm_worker(modules: tuple[str, ...], _slot: int) -> int:
+    """A warm-up task (snapshot.EarlySession): import what the chunk tasks will, in the Python
+    worker Spark then reuses for them, and tune it. Returns the worker's pid."""
+    import importlib
+
+    for m in modules:
+        importlib.import_module(m)
+    _tune_process()  # (gc.freeze: the modules just imported are left out of later collections)
+    return os.getpid()
+
+
 def run_chunk(spec: ChunkSpec) -> ChunkResult:
     """A Spark task: read one PostgreSQL chunk inside the exported snapshot, write it to the sinks."""
     from connectors.snapshot.postgres import read_chunk
@@ -121,7 +133,7 @@ def write_chunk(spec: ChunkSpec, pieces: Iterable[pa.Table]) -> ChunkResult:
     driver commits them), Kafka produced and flushed, jsonl into a part file."""
     t0 = time.monotonic()
     _tune_process()
-    res = ChunkResult(spec.chunk.index)
+    res = ChunkResult(spec.chunk.index, pid=os.getpid())
     writer: pq.ParquetWriter | None = None
     delta_path = ""
     kafka = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from functools import partial
@@ -291,6 +292,50 @@ def test_bad_inputs_stop_with_a_clear_message(pg: Any, pg_database: str, tmp_pat
     # the plan was recorded before Spark started: the next start resumes it
     state = SnapshotProgress(tmp_path / "warehouse", "bad").latest()
     assert state is not None and not state.completed
+
+
+def test_spark_starts_while_planning_and_chunks_run_in_warmed_workers(
+    pg: Any, pg_database: str, tmp_path: Path
+) -> None:
+    """The job starts Spark on a thread of its own while it exports and plans, then one warm-up
+    task per slot starts a Python worker and imports the chunk task's modules: the chunk tasks
+    run in those workers (Spark reuses them), none starts a cold one."""
+    _fill(pg.dsn(dbname=pg_database), 2000)
+    cfg = _mode_config(
+        pg,
+        pg_database,
+        tmp_path,
+        "initial_only",
+        tidemark__snapshot__chunk__rows=250,
+        snapshot__max__threads=2,
+    )
+    proc = run_cli("snapshot", "--config", str(cfg.origin.path), "--log-level", "DEBUG")
+    warmed = re.search(r"Python workers \[([\d, ]+)\] started while planning", proc.stderr)
+    assert warmed, proc.stderr[-3000:]
+    workers = {int(p) for p in warmed.group(1).split(",")}
+    assert len(workers) == min(2, os.cpu_count() or 1)
+    ran_in = [
+        int(p)
+        for p in re.findall(r"snapshot: chunk \d+ of \S+: \d+ rows in \S+ \(process (\d+)\)", proc.stderr)
+    ]
+    planned = re.search(r"1 tables in (\d+) chunks", proc.stderr)
+    assert planned and int(planned.group(1)) >= 4
+    assert len(ran_in) == int(planned.group(1)) and set(ran_in) <= workers, (ran_in, workers)
+    assert len(read_jsonl(tmp_path / "initial_only.jsonl")) == 2000
+
+
+def test_a_planning_error_stops_the_early_session_cleanly(pg: Any, pg_database: str, tmp_path: Path) -> None:
+    """Spark is already starting when the plan fails: the job waits for the start and the
+    warm-up, stops the session, and ends with the plan's error alone."""
+    _fill(pg.dsn(dbname=pg_database), 3)
+    cfg = _mode_config(
+        pg, pg_database, tmp_path, "initial_only", snapshot__include__collection__list="public.nope"
+    )
+    proc = run_cli("snapshot", "--config", str(cfg.origin.path), "--log-level", "DEBUG", check=False)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "'public.nope' matches no captured table" in proc.stderr
+    assert "started while planning" in proc.stderr  # the warm-up ran to its end, not cancelled
+    assert "Traceback" not in proc.stderr and "warming the Python workers" not in proc.stderr
 
 
 def test_a_table_dropped_before_its_chunk_is_skipped(
