@@ -274,6 +274,70 @@ def test_composite_key_chunks_read_the_index_once(
     assert reads < 3 * 20_000, reads  # the walk once, the chunks once (row comparisons: 210,000)
 
 
+def _plan_sizes(mariadb: Any, cfg: Any, chunk_rows: int) -> tuple[list[Any], list[int], int]:
+    """The table's chunks, the rows each holds, and the index entries read while planning."""
+    snap = MySqlSnapshotter(cfg)
+    view = snap.export()
+    try:
+        before = _index_reads(mariadb)
+        chunks, _ = snap.plan(view, chunk_rows)
+        reads = _index_reads(mariadb) - before
+        sizes = [sum(p.num_rows for p in read_chunk(cfg, c, view, position(view), ())) for c in chunks]
+    finally:
+        view.close()
+        snap.close()
+    return chunks, sizes, reads
+
+
+def test_integer_key_chunks_come_from_the_key_range(
+    mariadb: Any, mariadb_database: str, tmp_path: Path, unique_name: Any
+) -> None:
+    """A one-column integer primary key is split by its range (snapshot/mysql_int_bounds.py), not
+    by a walk along the key: planning reads a few index entries, not the table. A dense key gets
+    the walk's exact chunks; a key with a hole gets chunks of at most chunk_rows rows, none empty
+    (every boundary an existing key); a key spread far wider than its row count is walked."""
+    db = mariadb_database
+    _run(
+        mariadb,
+        db,
+        [
+            "CREATE TABLE dense (id BIGINT PRIMARY KEY, v INT)",
+            "INSERT INTO dense SELECT seq, seq FROM seq_1_to_20000",
+            "ANALYZE TABLE dense",
+        ],
+    )
+    cfg = _snap_cfg(mariadb, tmp_path, unique_name, db)
+    chunks, sizes, reads = _plan_sizes(mariadb, cfg, 1000)
+    assert sizes == [1000] * 20
+    assert [c.upper for c in chunks] == [(str(i * 1000),) for i in range(1, 20)] + [None]
+    assert reads < 100, reads  # the walk: 20,000 (test_composite_key_chunks_read_the_index_once)
+
+    # a hole of 4,500 keys (ids 5,001..9,500) and a lone key far past the rest
+    _run(
+        mariadb,
+        db,
+        ["DELETE FROM dense WHERE id BETWEEN 5001 AND 9500", "UPDATE dense SET id = 23456 WHERE id = 20000"],
+    )
+    chunks, sizes, _ = _plan_sizes(mariadb, cfg, 1000)
+    assert sum(sizes) == 15_500 and 0 not in sizes and max(sizes) <= 1000, sizes
+    uppers = [int(c.upper[0]) for c in chunks[:-1]]
+    assert uppers == sorted(set(uppers)) and not any(5000 < u <= 9500 for u in uppers)
+
+    _run(
+        mariadb,
+        db,
+        [
+            "CREATE TABLE sparse (id INT UNSIGNED PRIMARY KEY, v INT)",
+            "INSERT INTO sparse SELECT seq * 100000, seq FROM seq_1_to_2000",
+            "ANALYZE TABLE sparse",
+        ],
+    )
+    cfg = _snap_cfg(mariadb, tmp_path, unique_name, db, **{"table.include.list": f"{db}.sparse"})
+    chunks, sizes, reads = _plan_sizes(mariadb, cfg, 100)
+    assert sizes == [100] * 20  # walked: 200,000,000 wide, 2,000 rows
+    assert reads >= 1900, reads
+
+
 def test_a_nullable_key_column_is_one_chunk(
     mariadb: Any, mariadb_database: str, tmp_path: Path, unique_name: Any
 ) -> None:

@@ -35,9 +35,12 @@ A resumed snapshot (`fresh_view`) reads its remaining chunks in a new view, late
 the stream, which starts at the first view's position, reconciles them. Its schema is the schema
 history's at that position (the history is not rewritten).
 
-Chunks: the key is the table's key as streaming emits it (primary key, or `message.key.columns`);
-boundaries are every `tidemark.snapshot.chunk.rows`-th key, walked along the key index inside the
-view (`LIMIT 2 OFFSET n-1` after the previous boundary: only the boundaries travel), bound back
+Chunks: the key is the table's key as streaming emits it (primary key, or `message.key.columns`).
+A one-column integer primary key is split by its range (`mysql_int_bounds`: a candidate every
+`tidemark.snapshot.chunk.rows` values, each moved down to an existing key by one index dive)
+unless the key is too sparse for that. Other keys: boundaries are every
+`tidemark.snapshot.chunk.rows`-th key, walked along the key index inside the view (`LIMIT 2
+OFFSET n-1` after the previous boundary: only the boundaries travel). Boundaries are bound back
 as literals of the column's type, composite keys compared column by column (`_range`). Keys
 with ENUM/SET/floating-point columns (whose order differs from their literals' order, or is not
 exact) or nullable columns, and keyless tables are one chunk.
@@ -66,6 +69,7 @@ from connectors.settings.model import MySqlSettings
 from connectors.settings.overrides import parse_override
 from connectors.settings.values import compile_regex
 from connectors.snapshot.chunks import Chunk, table_chunks
+from connectors.snapshot.mysql_int_bounds import range_boundaries
 from connectors.snapshot.reading import chunk_context, config_of, marked_pieces, select_text
 from connectors.sources.mysql import setup
 from connectors.sources.mysql.connection import current_position
@@ -580,6 +584,17 @@ class MySqlSnapshotter:
             return []
         if self.watermarks and not int_key(t, key):  # a window is folded in by integer key only
             return []
+        if len(key) == 1 and int_key(t, key) and [k.lower() for k in t.primary_key] == [key[0].lower()]:
+            cur.execute(
+                "SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+                (db, table),
+            )
+            found = cur.fetchone()
+            planned = range_boundaries(
+                cur, self._from(db, table), quote_ident(key[0]), chunk_rows, int((found or [0])[0] or 0)
+            )
+            if planned is not None:  # else too sparse: walk
+                return planned
         # Each boundary is the chunk_rows-th key after the previous one, walked along the key
         # index inside the view (`LIMIT 2 OFFSET chunk_rows - 1`: the second row says the chunk
         # after it is not empty). On 2M rows this reads the index once, ~1.0 s; the COUNT(*)
