@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 from connectors.snapshot.chunks import Chunk
 from connectors.snapshot.kept import Kept
 from connectors.snapshot.rows import jsonl_lines, kafka_bytes
+from spark_jobs.arrow_probe import skip_pandas_probe
 
 
 @dataclass
@@ -66,6 +67,7 @@ def _tune_process() -> None:
     if _TUNED:
         return
     _TUNED = True
+    skip_pandas_probe()  # (spark_jobs/arrow_probe.py)
     gc.freeze()
     try:
         libc = ctypes.CDLL(None)

@@ -451,7 +451,7 @@ def _views(
 # --------------------------------------------------------------------------- encoding
 
 Encoder = Callable[[pa.Array], pa.Array]  # a column's values -> JSON fragments, null for NULL
-_NULL = pa.scalar(None, pa.string())
+_NULL = pa.nulls(1, pa.string())[0]  # (pa.scalar would import pandas)
 
 
 def _dumps(value: Any) -> str:
