@@ -357,6 +357,10 @@ class Committer:
             dt.create_write_transaction(
                 actions, "append", dt.schema(), ["collection"], commit_properties=props
             )
+            # The handle does not move to the version it just wrote: without this every commit
+            # checks itself against all commits since the handle was opened (O(chunks²): 400
+            # chunks took 26 s of commits here, 5 s with it).
+            dt.update_incremental()
 
 
 # --------------------------------------------------------------------------- progress display

@@ -54,3 +54,55 @@ def test_a_failed_jsonl_append_leaves_the_chunk_out_of_delta(
     assert sorted(set(ids)) == list(range(1, 5001))  # nothing lost (a repeat would be allowed)
     logged = cdc.delta_rows(tmp_path / "warehouse" / "tm" / "changelog", ["op", "after"])
     assert sum(1 for r in logged if r["op"] == "r") == 5000  # Delta: each row once
+
+
+def test_every_commit_starts_from_the_newest_table_version(
+    mariadb: Any, mariadb_database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The driver commits each chunk to the change log and records it in `_state/snapshots`
+    through tables it keeps open. An open deltalake table does not move to the version its own
+    `create_write_transaction` wrote, and a commit from an old version is checked against every
+    commit since: O(chunks²) driver time (400 chunks: 26 s of commits instead of 5 s). Every
+    commit here must start from the version on disk."""
+    from deltalake import DeltaTable, writer
+
+    db = mariadb_database
+    mariadb.execute("CREATE TABLE t (id int PRIMARY KEY, v text)", database=db)
+    mariadb.execute("INSERT INTO t SELECT seq, 'x' FROM seq_1_to_3000", database=db)
+    cfg = load(
+        write_config(
+            tmp_path / "c.properties",
+            mariadb,
+            server_id=7442,
+            db=db,
+            sinks="delta",
+            snapshot__mode="initial",
+            tidemark__snapshot__chunk__rows=100,
+        )
+    )
+    stale: list[tuple[str, int, int]] = []
+
+    def on_disk(uri: str) -> int:
+        return DeltaTable(uri).version()
+
+    real_commit = DeltaTable.create_write_transaction
+
+    def commit(self: Any, *args: Any, **kw: Any) -> Any:
+        if self.version() != on_disk(self.table_uri):
+            stale.append(("changelog", self.version(), on_disk(self.table_uri)))
+        return real_commit(self, *args, **kw)
+
+    real_write = writer.write_deltalake
+
+    def write(table_or_uri: Any, *args: Any, **kw: Any) -> Any:
+        if isinstance(table_or_uri, DeltaTable) and table_or_uri.version() != on_disk(table_or_uri.table_uri):
+            stale.append(("progress", table_or_uri.version(), on_disk(table_or_uri.table_uri)))
+        return real_write(table_or_uri, *args, **kw)
+
+    monkeypatch.setattr(DeltaTable, "create_write_transaction", commit)
+    monkeypatch.setattr("deltalake.write_deltalake", write)
+    out = job.run(cfg)
+    assert (out.rows, out.chunks) == (3000, 30)
+    assert stale == []
+    progress = DeltaTable(str(tmp_path / "warehouse" / "_state" / "snapshots"))
+    assert progress.version() >= 30  # planned, 30 chunk_done commits (through the open table)
