@@ -297,9 +297,11 @@ def test_bad_inputs_stop_with_a_clear_message(pg: Any, pg_database: str, tmp_pat
 def test_spark_starts_while_planning_and_chunks_run_in_warmed_workers(
     pg: Any, pg_database: str, tmp_path: Path
 ) -> None:
-    """The job starts Spark on a thread of its own while it exports and plans, then one warm-up
-    task per slot starts a Python worker and imports the chunk task's modules: the chunk tasks
-    run in those workers (Spark reuses them), none starts a cold one."""
+    """The job starts Spark on a thread of its own while it exports and plans, then warm-up
+    tasks (one per slot) start Python workers and import the chunk task's modules: the chunk
+    tasks run in those workers (Spark reuses them). When the warm-up tasks do not overlap (one
+    ends before the next starts), they share one worker and a slot's second worker starts with
+    its first chunk: never more workers than slots."""
     _fill(pg.dsn(dbname=pg_database), 2000)
     cfg = _mode_config(
         pg,
@@ -313,14 +315,15 @@ def test_spark_starts_while_planning_and_chunks_run_in_warmed_workers(
     warmed = re.search(r"Python workers \[([\d, ]+)\] started while planning", proc.stderr)
     assert warmed, proc.stderr[-3000:]
     workers = {int(p) for p in warmed.group(1).split(",")}
-    assert len(workers) == min(2, os.cpu_count() or 1)
+    slots = min(2, os.cpu_count() or 1)
     ran_in = [
         int(p)
         for p in re.findall(r"snapshot: chunk \d+ of \S+: \d+ rows in \S+ \(process (\d+)\)", proc.stderr)
     ]
     planned = re.search(r"1 tables in (\d+) chunks", proc.stderr)
     assert planned and int(planned.group(1)) >= 4
-    assert len(ran_in) == int(planned.group(1)) and set(ran_in) <= workers, (ran_in, workers)
+    assert len(ran_in) == int(planned.group(1)), ran_in
+    assert workers <= set(ran_in) and len(workers | set(ran_in)) <= slots, (ran_in, workers)
     assert len(read_jsonl(tmp_path / "initial_only.jsonl")) == 2000
 
 
@@ -336,6 +339,47 @@ def test_a_planning_error_stops_the_early_session_cleanly(pg: Any, pg_database: 
     assert "'public.nope' matches no captured table" in proc.stderr
     assert "started while planning" in proc.stderr  # the warm-up ran to its end, not cancelled
     assert "Traceback" not in proc.stderr and "warming the Python workers" not in proc.stderr
+
+
+def test_integer_key_chunks_come_from_the_key_range(pg: Any, pg_database: str, tmp_path: Path) -> None:
+    """A one-column integer primary key is split by its range (snapshot/int_bounds.py) instead of
+    sampled pages: a dense key gets chunks of exactly chunk_rows rows (more than 256 boundaries
+    too: several round trips); a smallint key with negative values and a hole gets chunks of at
+    most chunk_rows rows, every boundary an existing key, none empty."""
+    from connectors.snapshot.postgres import PgSnapshotter
+
+    dsn = pg.dsn(dbname=pg_database)
+    _fill(dsn, 20_000)
+    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE small_keys (id smallint PRIMARY KEY, v int)")
+        cur.execute(
+            "INSERT INTO small_keys SELECT g, g FROM generate_series(-3000, 2999) g WHERE g NOT BETWEEN 100 AND 1999"
+        )
+    cfg = _mode_config(pg, pg_database, tmp_path, "initial")
+    snap = PgSnapshotter(cfg)
+    view = snap.export(reset=False)
+    try:
+        chunks, _ = snap.plan(view, 1000)
+        fine, _ = snap.plan(view, 50)
+    finally:
+        snap.close()
+        view.close()
+    items = [c.upper for c in chunks if c.table == "public.items"]
+    assert items == [(str(i * 1000),) for i in range(1, 20)] + [None]
+    assert [c.upper for c in fine if c.table == "public.items"] == [(str(i * 50),) for i in range(1, 400)] + [
+        None
+    ]
+    small = [c for c in chunks if c.table == "public.small_keys"]
+    # candidates -2001, -1001, -1, 999, 1999; the last two both move down to 99 (the hole)
+    assert [c.upper for c in small] == [("-2001",), ("-1001",), ("-1",), ("99",), None]
+    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+        sizes = []
+        for c in small:
+            lo = int(c.lower[0]) if c.lower else -(1 << 15)
+            hi = int(c.upper[0]) if c.upper else 1 << 15
+            cur.execute("SELECT count(*) FROM small_keys WHERE id > %s AND id <= %s", (lo, hi))
+            sizes.append(cur.fetchone()[0])
+    assert sizes == [1000, 1000, 1000, 100, 1000]
 
 
 def test_a_table_dropped_before_its_chunk_is_skipped(

@@ -36,7 +36,7 @@ the stream, which starts at the first view's position, reconciles them. Its sche
 history's at that position (the history is not rewritten).
 
 Chunks: the key is the table's key as streaming emits it (primary key, or `message.key.columns`).
-A one-column integer primary key is split by its range (`mysql_int_bounds`: a candidate every
+A one-column integer primary key is split by its range (`int_bounds`: a candidate every
 `tidemark.snapshot.chunk.rows` values, each moved down to an existing key by one index dive)
 unless the key is too sparse for that. Other keys: boundaries are every
 `tidemark.snapshot.chunk.rows`-th key, walked along the key index inside the view (`LIMIT 2
@@ -69,7 +69,7 @@ from connectors.settings.model import MySqlSettings
 from connectors.settings.overrides import parse_override
 from connectors.settings.values import compile_regex
 from connectors.snapshot.chunks import Chunk, table_chunks
-from connectors.snapshot.mysql_int_bounds import range_boundaries
+from connectors.snapshot.int_bounds import range_boundaries
 from connectors.snapshot.reading import chunk_context, config_of, marked_pieces, select_text
 from connectors.sources.mysql import setup
 from connectors.sources.mysql.connection import current_position
@@ -591,7 +591,12 @@ class MySqlSnapshotter:
             )
             found = cur.fetchone()
             planned = range_boundaries(
-                cur, self._from(db, table), quote_ident(key[0]), chunk_rows, int((found or [0])[0] or 0)
+                cur,
+                self._from(db, table),
+                quote_ident(key[0]),
+                chunk_rows,
+                int((found or [0])[0] or 0),
+                lambda e: f"CAST({e} AS CHAR)",
             )
             if planned is not None:  # else too sparse: walk
                 return planned

@@ -14,9 +14,12 @@ A resumed snapshot (after a crash the exported snapshot is gone) reads its remai
 fresh view (`pg_export_snapshot()`), later than the first one; the stream, which starts at the
 slot's position, reconciles them the same way.
 
-Chunks. Boundaries are keys sampled inside the view (`TABLESAMPLE SYSTEM` when the table is
-large, every key otherwise), read as text and bound as quoted literals, so any key type works
-(the server casts them back); composite keys compare as rows, as their index orders them.
+Chunks. A one-column integer primary key is split by its range (`int_bounds`: a candidate every
+`tidemark.snapshot.chunk.rows` values, each moved down to an existing key by one index dive)
+unless the key is too sparse for that. Otherwise boundaries are keys sampled inside the view
+(`TABLESAMPLE SYSTEM` when the table is large, every key otherwise). Boundaries are read as text
+and bound as quoted literals, so any key type works (the server casts them back); composite keys
+compare as rows, as their index orders them.
 """
 
 from __future__ import annotations
@@ -42,9 +45,10 @@ from connectors.settings.model import PostgresSettings
 from connectors.settings.overrides import parse_override
 from connectors.settings.values import compile_regex
 from connectors.snapshot.chunks import Chunk, pick_boundaries, range_condition, table_chunks
+from connectors.snapshot.int_bounds import range_boundaries
 from connectors.snapshot.kept import Kept
 from connectors.snapshot.reading import chunk_context, config_of, marked_pieces, select_text
-from connectors.sources.postgres import publications, slots
+from connectors.sources.postgres import oids, publications, slots
 from connectors.sources.postgres.catalog import list_tables
 from connectors.sources.postgres.connection import PgConnParams, connect, translate_error
 from connectors.sources.postgres.snapshot_read import (
@@ -299,7 +303,7 @@ class PgSnapshotter:
     def _boundaries(
         self, cur: Any, schema: str, name: str, estimate: float, chunk_rows: int
     ) -> list[tuple[Any, ...]]:
-        key = self._key_columns(schema, name)
+        key, info = self._key_columns(schema, name)
         override = self.src.select_overrides.get(f"{schema}.{name}")
         if not key or (
             override is not None and not parse_override(f"{schema}.{name}", override, "postgres").chunkable
@@ -312,6 +316,15 @@ class PgSnapshotter:
             estimate = float(cur.fetchone()[0])
             if estimate <= chunk_rows:
                 return []
+        col = info.column(key[0]) if len(key) == 1 and info.primary_key == key else None
+        if col is not None and col.type_oid in (oids.INT2, oids.INT4, oids.INT8):
+            # A one-column integer primary key: boundaries from its range (snapshot/int_bounds.py)
+            table = sql.SQL("{}.{}").format(sql.Identifier(schema), sql.Identifier(name)).as_string(cur)
+            planned = range_boundaries(
+                cur, table, quote_ident(key[0], cur), chunk_rows, int(estimate), lambda e: f"({e})::text"
+            )
+            if planned is not None:  # else too sparse: sampled below
+                return planned
         want = SAMPLE_KEYS * max(1, int(estimate // chunk_rows))
         pct = min(100.0, 100.0 * want / max(estimate, 1.0))
         cols = sql.SQL(", ").join(sql.Identifier(c) for c in key)
@@ -343,17 +356,17 @@ class PgSnapshotter:
         top = cur.fetchone()
         return pick_boundaries(keys, int(estimate), chunk_rows, tuple(top) if top is not None else None)
 
-    def _key_columns(self, schema: str, name: str) -> list[str]:
+    def _key_columns(self, schema: str, name: str) -> tuple[list[str], Any]:
         """The key the chunks split on: message.key.columns for the table, else the primary key
-        (or the replica-identity index)."""
+        (or the replica-identity index); and the table's catalog entry."""
         from connectors.sources.postgres import catalog
 
         info = catalog.load_table(self._conn, schema, name)
         rules = ColumnRules.from_settings(self.src)
         override = rules.key_override(f"{schema}.{name}")
         if override:
-            return list(override)
-        return info.primary_key or (info.identity_index_columns if info.replica_identity == "i" else [])
+            return list(override), info
+        return info.primary_key or (info.identity_index_columns if info.replica_identity == "i" else []), info
 
 
 _TABLES_SQL = """
