@@ -3,8 +3,9 @@
 
 Driver: decide from `snapshot.mode` and what is stored whether to snapshot (or resume an
 unfinished snapshot), export one consistent view, plan primary-key chunks (Spark starting
-meanwhile, `EarlySession`), record the plan in `_state/snapshots`, then run one Spark task per chunk (`snapshot_tasks.run_chunk`), up to the
-parallelism at once, committing every chunk on its own as it finishes:
+meanwhile, `EarlySession`), record the plan in `_state/snapshots`, then run one Spark task per
+chunk (`snapshot_tasks.run_chunk`), up to the parallelism at once, committing every chunk on its
+own as it finishes:
 - Kafka: the task produced and flushed (at least once, as Debezium);
 - jsonl: the task's part is appended to the output file and fsynced (at least once: a crash
   between the append and the Delta commit / progress row repeats the chunk);
@@ -231,8 +232,7 @@ class EarlySession:
         if self._taken:
             return
         self._taken = True
-        self._up.wait()
-        self._thread.join()  # (the warm-up job ends before its session does)
+        self._thread.join()  # the start and the warm-up job end before the session is stopped
         if self._spark is not None:
             stop_session(self._spark)
 

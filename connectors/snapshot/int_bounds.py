@@ -48,6 +48,7 @@ def range_boundaries(
     if candidates > MAX_SPREAD * (max(0, estimate) // step) + 16:
         return None
     bounds: list[tuple[str]] = []
+    last = lo - 1
     for first in range(1, candidates + 1, _PER_QUERY):
         upto = range(first, min(candidates, first + _PER_QUERY - 1) + 1)
         parts = [
@@ -58,6 +59,7 @@ def range_boundaries(
         for found in cur.fetchone():
             # Candidates increase, so their snapped keys never decrease: keep each once. All are
             # below the largest key (every candidate is), so the last, open chunk is not empty.
-            if found is not None and (not bounds or int(found) > int(bounds[-1][0])):
+            if found is not None and int(found) > last:
+                last = int(found)
                 bounds.append((str(found),))
     return bounds

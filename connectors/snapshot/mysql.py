@@ -525,14 +525,16 @@ class MySqlSnapshotter:
         picked = [(d, t) for d, t in names if not include or any(p.fullmatch(f"{d}.{t}") for p in include)]
         order = self.cfg.source.snapshot_tables_order_by_row_count
         with view.reader() as conn, conn.cursor() as cur:
+            counts = self._estimates(cur, picked)  # (one query: ordering and integer-key plans)
             if order != "disabled":
-                counts = self._estimates(cur, picked)
                 picked.sort(key=lambda dt: counts.get(dt, 0), reverse=order == "descending")
             filled = [self._has_rows(cur, d, t) for d, t in picked]
             last_filled = max((i for i, f in enumerate(filled) if f), default=-1)
             chunks: list[Chunk] = []
             for ti, (d, t) in enumerate(picked):
-                bounds = self._boundaries(cur, view, d, t, chunk_rows) if filled[ti] else []
+                bounds = (
+                    self._boundaries(cur, view, d, t, chunk_rows, counts.get((d, t), 0)) if filled[ti] else []
+                )
                 chunks += table_chunks(
                     f"{d}.{t}", len(chunks), ti, len(picked), bounds, last_table=ti == last_filled
                 )
@@ -552,7 +554,16 @@ class MySqlSnapshotter:
                 )
 
     def _estimates(self, cur: Any, tables: list[tuple[str, str]]) -> dict[tuple[str, str], int]:
-        cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_ROWS FROM information_schema.TABLES")
+        """The server's estimated row counts (TABLE_ROWS; InnoDB samples them) of the databases
+        of `tables`."""
+        dbs = sorted({d for d, _ in tables})
+        if not dbs:
+            return {}
+        cur.execute(
+            "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_ROWS FROM information_schema.TABLES "
+            f"WHERE TABLE_SCHEMA IN ({', '.join(['%s'] * len(dbs))})",
+            dbs,
+        )
         return {(str(d), str(t)): int(n or 0) for d, t, n in cur.fetchall()}
 
     def _override(self, db: str, table: str) -> Any:
@@ -574,7 +585,7 @@ class MySqlSnapshotter:
         return cur.fetchone() is not None
 
     def _boundaries(
-        self, cur: Any, view: View, db: str, table: str, chunk_rows: int
+        self, cur: Any, view: View, db: str, table: str, chunk_rows: int, estimate: int
     ) -> list[tuple[Any, ...]]:
         t = view.tables.get(db, table)
         assert t is not None
@@ -585,17 +596,12 @@ class MySqlSnapshotter:
         if self.watermarks and not int_key(t, key):  # a window is folded in by integer key only
             return []
         if len(key) == 1 and int_key(t, key) and [k.lower() for k in t.primary_key] == [key[0].lower()]:
-            cur.execute(
-                "SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
-                (db, table),
-            )
-            found = cur.fetchone()
             planned = range_boundaries(
                 cur,
                 self._from(db, table),
                 quote_ident(key[0]),
                 chunk_rows,
-                int((found or [0])[0] or 0),
+                estimate,
                 lambda e: f"CAST({e} AS CHAR)",
             )
             if planned is not None:  # else too sparse: walk
