@@ -28,11 +28,12 @@ import tempfile
 import threading
 import time
 import uuid
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -41,10 +42,12 @@ from connectors.settings.config import ConnectorConfig, load
 from connectors.snapshot.chunks import Chunk
 from connectors.snapshot.decide import Decision, decide
 from connectors.snapshot.jobs import read_request
+from connectors.snapshot.kept import Kept
 from connectors.snapshot.progress import SnapshotProgress
 from connectors.state.pagecache import drop_cached
 from spark_jobs import class_cache
 from spark_jobs.arrow_probe import skip_pandas_probe
+from spark_jobs.chunk_lanes import ChunkLanes
 from spark_jobs.snapshot_tasks import ChunkResult, ChunkSpec, run_chunk, warm_worker, write_chunk
 
 log = logging.getLogger("tidemark.snapshot")
@@ -197,7 +200,9 @@ class EarlySession:
         self._spark: Any = None
         self._error: BaseException | None = None
         self._taken = False
+        self._skip_warm_up = False
         self._up = threading.Event()
+        self.warm: Future[None] = Future()  # done once the warm-up ended (or the start failed)
         self._thread = threading.Thread(target=self._start, name="spark-start", daemon=True)
         self._thread.start()
 
@@ -208,8 +213,13 @@ class EarlySession:
             self._error = e
         finally:
             self._up.set()
-        if self._spark is None:
-            return
+        try:
+            if self._spark is not None and not self._skip_warm_up:
+                self._warm_up()
+        finally:
+            self.warm.set_result(None)
+
+    def _warm_up(self) -> None:
         sc = self._spark.sparkContext
         width = _parallelism(self._cfg, sc)
         sc.setJobGroup("tidemark-warm-up", "start the Python workers")
@@ -228,11 +238,17 @@ class EarlySession:
         self._taken = True
         return self._spark
 
+    def skip_warm_up(self) -> None:
+        """No chunk is left for Spark: the warm-up job is not started if it has not been."""
+        self._skip_warm_up = True
+
     def close(self) -> None:
+        """Wait for the start and the warm-up job; stop the session unless it was taken (the
+        taker stops it, after this)."""
+        self._thread.join()
         if self._taken:
             return
         self._taken = True
-        self._thread.join()  # the start and the warm-up job end before the session is stopped
         if self._spark is not None:
             stop_session(self._spark)
 
@@ -773,6 +789,12 @@ def _read_chunks(
     watermarks: bool = False,
 ) -> int:
     early = spark if isinstance(spark, EarlySession) else None
+    # A session this job starts (or took from `early`) is this job's to stop.
+    own_session = (spark is None or early is not None) and not driver_threads
+    session: Any = None if early is not None else spark
+    lanes: ChunkLanes[ChunkSpec, ChunkResult] | None = None
+    shown: Progress | None = None
+    staging: str | None = None
     try:
         committer = Committer(cfg, sid)
         todo = []
@@ -784,109 +806,134 @@ def _read_chunks(
             todo.append(c)
         if not todo:
             return done_rows
-        own_session = (spark is None or early is not None) and not driver_threads
-        if early is not None:
-            spark = early.get()
-        elif own_session:
-            spark = spark_session(cfg)
-    finally:
-        if early is not None:
-            early.close()  # (only one not taken: a failure above, or nothing left to read)
-    snapshot_name = view if isinstance(view, str) else view.name
-    staging = committer.jsonl_staging() if committer.jsonl_path else None
-    specs = {
-        c.index: ChunkSpec(
-            dict(cfg.origin.raw),
-            c,
-            sid,
-            snapshot_name,
-            pos,
-            headers,
-            tuple(cfg.sink_types),
-            committer.delta_uri,
-            staging,
-        )
-        for c in todo
-    }
-    shown = Progress(todo, done_rows)
-    if notices is None:  # no channels: nothing is sent
-        from connectors.signals.notify import Notifier
+        snapshot_name = view if isinstance(view, str) else view.name
+        staging = committer.jsonl_staging() if committer.jsonl_path else None
+        specs = {
+            c.index: ChunkSpec(
+                dict(cfg.origin.raw),
+                c,
+                sid,
+                snapshot_name,
+                pos,
+                headers,
+                tuple(cfg.sink_types),
+                committer.delta_uri,
+                staging,
+            )
+            for c in todo
+        }
+        shown = Progress(todo, done_rows)
+        if notices is None:  # no channels: nothing is sent
+            from connectors.signals.notify import Notifier
 
-        notices = Notifier(cfg.topic_prefix).initial_snapshot
-    tables = TableNotices(notices, todo)
-    rows = done_rows
-    highs: dict[int, dict[str, Any]] = {}  # lock-free chunks: the position each is consistent at
-    if driver_threads:
-        # A MySQL consistent view cannot be shared across connections: its chunks are read by
-        # driver threads, one per reader connection of the view (Debezium's parallel snapshot).
-        from connectors.snapshot.mysql import read_chunk as mysql_chunk
+            notices = Notifier(cfg.topic_prefix).initial_snapshot
+        tables = TableNotices(notices, todo)
+        rows = done_rows
+        highs: dict[int, dict[str, Any]] = {}  # lock-free chunks: the position each is consistent at
+        task: Any = run_watermark_chunk if watermarks else run_chunk
 
-        width = len(view.readers)
-
-        def one(spec: ChunkSpec) -> ChunkResult:
-            return write_chunk(spec, mysql_chunk(cfg, spec.chunk, view, spec.position, spec.headers))
-
-    else:
-        sc = spark.sparkContext
-        width = _parallelism(cfg, sc)
-
-        def one(spec: ChunkSpec) -> ChunkResult:
-            sc.setJobGroup(f"tidemark-snapshot-{sid[:8]}", f"chunk {spec.chunk.index} of {spec.chunk.table}")
+        def kept(spec: ChunkSpec, out: Any) -> ChunkResult:
             if not watermarks:
-                (res,) = sc.parallelize([spec], 1).map(run_chunk).collect()
-                return res
-            ((res, high),) = sc.parallelize([spec], 1).map(run_watermark_chunk).collect()
-            highs[spec.chunk.index] = high
-            return res
+                return cast(ChunkResult, out)
+            res, highs[spec.chunk.index] = out
+            return cast(ChunkResult, res)
 
-    try:
-        with ThreadPoolExecutor(max_workers=width, thread_name_prefix="snapshot-chunk") as pool:
-            pending, order = list(todo), list(todo)
-            running: dict[Future[ChunkResult], Chunk] = {}
-            ready: dict[int, ChunkResult] = {}
+        def open_main() -> tuple[Callable[[ChunkSpec], ChunkResult], int]:
+            nonlocal session
+            if driver_threads:
+                # A MySQL consistent view cannot be shared across connections: its chunks are read
+                # by driver threads, one per reader connection of the view (Debezium's parallel
+                # snapshot).
+                from connectors.snapshot.mysql import read_chunk as mysql_chunk
 
-            def refill() -> None:
-                while pending and len(running) < width:
-                    c = pending.pop(0)
-                    tables.reading(c)
-                    running[pool.submit(one, specs[c.index])] = c
+                def in_view(spec: ChunkSpec) -> ChunkResult:
+                    return write_chunk(spec, mysql_chunk(cfg, spec.chunk, view, spec.position, spec.headers))
 
-            while pending or running:
-                refill()
-                finished, _ = wait(running, return_when=FIRST_COMPLETED)
-                for fut in finished:
-                    c = running.pop(fut)
-                    try:
-                        ready[c.index] = _result(fut, c)
-                    except BaseException:
-                        tables.failed(c)
-                        raise
-                refill()  # the next chunks read while this thread commits (no idle slot)
-                # Commit in plan order (table order, then key order): the change log and the jsonl
-                # file list the tables as snapshot.tables.order.by.row.count says, and the
-                # first/last markers come first/last. Later chunks wait on disk, not in memory.
-                while order and order[0].index in ready:
-                    c = order.pop(0)
-                    res = ready.pop(c.index)
-                    log.debug(
-                        "snapshot: chunk %d of %s: %d rows in %.2fs (process %d)",
-                        c.index,
-                        c.table,
-                        res.rows,
-                        res.seconds,
-                        res.pid,
-                    )
-                    committer.commit(c, res)
-                    progress.chunks_done(sid, [(c, res.rows)], highs)
-                    rows += res.rows
-                    shown.chunk_done(c, res.rows)
-                    tables.done(c, res.rows)
+                return in_view, len(view.readers)
+            if session is None:
+                session = early.get() if early is not None else spark_session(cfg)
+            sc = session.sparkContext
+
+            def in_spark(spec: ChunkSpec) -> ChunkResult:
+                sc.setJobGroup(
+                    f"tidemark-snapshot-{sid[:8]}", f"chunk {spec.chunk.index} of {spec.chunk.table}"
+                )
+                (out,) = sc.parallelize([spec], 1).map(task).collect()
+                return kept(spec, out)
+
+            return in_spark, _parallelism(cfg, sc)
+
+        lead = early is not None and cfg.runtime.snapshot_read_during_spark_start
+        lanes = ChunkLanes(
+            open_main,
+            ready=early.warm if early is not None else None,
+            lead=(lambda spec: kept(spec, task(spec))) if lead else None,
+            release=Kept.drop_all,
+        )
+        pending, order = list(todo), list(todo)
+        running: dict[Future[ChunkResult], Chunk] = {}
+        ready: dict[int, ChunkResult] = {}
+
+        def refill() -> None:
+            while pending:
+                fut = lanes.submit(specs[pending[0].index])
+                if fut is None:
+                    return
+                c = pending.pop(0)
+                tables.reading(c)
+                running[fut] = c
+
+        while pending or running:
+            refill()
+            waited: set[Future[Any]] = set(running) | lanes.pending()
+            finished, _ = wait(waited, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                if fut not in running:
+                    continue  # the main lane is ready: refill() opens it
+                c = running.pop(fut)
+                lanes.finished(fut)
+                try:
+                    ready[c.index] = _result(fut, c)
+                except BaseException:
+                    tables.failed(c)
+                    raise
+            refill()  # the next chunks read while this thread commits (no idle slot)
+            # Commit in plan order (table order, then key order): the change log and the jsonl
+            # file list the tables as snapshot.tables.order.by.row.count says, and the
+            # first/last markers come first/last. Later chunks wait on disk, not in memory.
+            while order and order[0].index in ready:
+                c = order.pop(0)
+                res = ready.pop(c.index)
+                log.debug(
+                    "snapshot: chunk %d of %s: %d rows in %.2fs (process %d%s)",
+                    c.index,
+                    c.table,
+                    res.rows,
+                    res.seconds,
+                    res.pid,
+                    ", the driver, while Spark started"
+                    if res.pid == os.getpid() and not driver_threads
+                    else "",
+                )
+                committer.commit(c, res)
+                progress.chunks_done(sid, [(c, res.rows)], highs)
+                rows += res.rows
+                shown.chunk_done(c, res.rows)
+                tables.done(c, res.rows)
+        if early is not None:
+            early.skip_warm_up()  # every chunk is read: no worker needs warming any more
+        lanes.finish()
     finally:
-        shown.close()
+        if lanes is not None:
+            lanes.close()
+        if shown is not None:
+            shown.close()
         if staging:
             shutil.rmtree(staging, ignore_errors=True)
-        if own_session:
-            stop_session(spark)  # an own session exists unless MySQL chunks are read by driver threads
+        if early is not None:
+            early.close()  # waits for its start; stops the session unless it was taken
+        if own_session and session is not None:
+            stop_session(session)
     return rows
 
 

@@ -54,7 +54,7 @@ class ChunkResult:
 _TUNED = False
 
 
-def _tune_process() -> None:
+def tune_process() -> None:
     """Once per process that writes chunks (a Spark Python worker, or the driver for MySQL):
     - glibc keeps freed memory for reuse: by default it hands the top of its heap back to the
       kernel after ~2 MB free, so every chunk faults in (and zeroes) fresh pages for the same
@@ -115,9 +115,12 @@ def warm_worker(modules: tuple[str, ...], _slot: int) -> int:
     worker Spark then reuses for them, and tune it. Returns the worker's pid."""
     import importlib
 
+    # Before the imports: the ADBC driver imports pyarrow.dataset, whose first conversion would
+    # import pandas (0.23 s a worker, measured with -X importtime).
+    skip_pandas_probe()
     for m in modules:
         importlib.import_module(m)
-    _tune_process()  # (gc.freeze: the modules just imported are left out of later collections)
+    tune_process()  # (gc.freeze: the modules just imported are left out of later collections)
     return os.getpid()
 
 
@@ -134,7 +137,7 @@ def write_chunk(spec: ChunkSpec, pieces: Iterable[pa.Table]) -> ChunkResult:
     """Write a chunk's change-log rows to the sinks: Delta files written but not committed (the
     driver commits them), Kafka produced and flushed, jsonl into a part file."""
     t0 = time.monotonic()
-    _tune_process()
+    tune_process()
     res = ChunkResult(spec.chunk.index, pid=os.getpid())
     writer: pq.ParquetWriter | None = None
     delta_path = ""

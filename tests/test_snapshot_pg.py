@@ -294,6 +294,21 @@ def test_bad_inputs_stop_with_a_clear_message(pg: Any, pg_database: str, tmp_pat
     assert state is not None and not state.completed
 
 
+def _snapshot_in_chunks(pg: Any, db: str, tmp_path: Path, **extra: Any) -> Any:
+    """`tidemark snapshot` (DEBUG log) of 2,000 rows in chunks of 250, two at a time."""
+    _fill(pg.dsn(dbname=db), 2000)
+    cfg = _mode_config(
+        pg,
+        db,
+        tmp_path,
+        "initial_only",
+        tidemark__snapshot__chunk__rows=250,
+        snapshot__max__threads=2,
+        **extra,
+    )
+    return run_cli("snapshot", "--config", str(cfg.origin.path), "--log-level", "DEBUG")
+
+
 def test_spark_starts_while_planning_and_chunks_run_in_warmed_workers(
     pg: Any, pg_database: str, tmp_path: Path
 ) -> None:
@@ -301,17 +316,10 @@ def test_spark_starts_while_planning_and_chunks_run_in_warmed_workers(
     tasks (one per slot) start Python workers and import the chunk task's modules: the chunk
     tasks run in those workers (Spark reuses them). When the warm-up tasks do not overlap (one
     ends before the next starts), they share one worker and a slot's second worker starts with
-    its first chunk: never more workers than slots."""
-    _fill(pg.dsn(dbname=pg_database), 2000)
-    cfg = _mode_config(
-        pg,
-        pg_database,
-        tmp_path,
-        "initial_only",
-        tidemark__snapshot__chunk__rows=250,
-        snapshot__max__threads=2,
+    its first chunk: never more workers than slots. (Here the driver leaves every chunk to Spark.)"""
+    proc = _snapshot_in_chunks(
+        pg, pg_database, tmp_path, tidemark__snapshot__read__during__spark__start="false"
     )
-    proc = run_cli("snapshot", "--config", str(cfg.origin.path), "--log-level", "DEBUG")
     warmed = re.search(r"Python workers \[([\d, ]+)\] started while planning", proc.stderr)
     assert warmed, proc.stderr[-3000:]
     workers = {int(p) for p in warmed.group(1).split(",")}
@@ -325,6 +333,29 @@ def test_spark_starts_while_planning_and_chunks_run_in_warmed_workers(
     assert len(ran_in) == int(planned.group(1)), ran_in
     assert workers <= set(ran_in) and len(workers | set(ran_in)) <= slots, (ran_in, workers)
     assert len(read_jsonl(tmp_path / "initial_only.jsonl")) == 2000
+
+
+def test_the_driver_reads_chunks_while_spark_starts(pg: Any, pg_database: str, tmp_path: Path) -> None:
+    """By default the driver reads chunks itself, one at a time and in plan order, until the
+    Spark workers are warm; then Spark tasks take the rest. Spark takes seconds to start and
+    these chunks milliseconds, so the first chunk is always the driver's; how many more it reads
+    depends on the machine, so only what must hold is checked: the driver's chunks are the
+    plan's first ones, every row arrives once, the markers are where Debezium puts them, and
+    Spark was started and stopped (a Spark that cannot start is reported: test above)."""
+    proc = _snapshot_in_chunks(pg, pg_database, tmp_path)
+    read = re.findall(
+        r"snapshot: chunk (\d+) of \S+: \d+ rows in \S+ \(process (\d+)(, the driver)?", proc.stderr
+    )
+    planned = re.search(r"1 tables in (\d+) chunks", proc.stderr)
+    assert planned and len(read) == int(planned.group(1)) >= 4, proc.stderr[-3000:]
+    by_driver = [int(i) for i, _, driver in read if driver]
+    assert by_driver and by_driver == list(range(len(by_driver))), read
+    assert len({pid for _, pid, driver in read if driver}) == 1
+    recs = read_jsonl(tmp_path / "initial_only.jsonl")
+    ids = [r["value"]["payload"]["after"]["id"] for r in recs]
+    assert sorted(ids) == list(range(1, 2001))
+    marks = [r["value"]["payload"]["source"]["snapshot"] for r in recs]
+    assert marks[0] == "first" and marks[-1] == "last" and set(marks[1:-1]) == {"true"}
 
 
 def test_a_planning_error_stops_the_early_session_cleanly(pg: Any, pg_database: str, tmp_path: Path) -> None:

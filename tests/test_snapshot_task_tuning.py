@@ -1,5 +1,5 @@
 """Process settings of the snapshot job that only change its speed: the driver JVM's JIT
-(`session_conf`) and the chunk writers' allocator and GC (`snapshot_tasks._tune_process`)."""
+(`session_conf`) and the chunk writers' allocator and GC (`snapshot_tasks.tune_process`)."""
 
 from __future__ import annotations
 
@@ -42,9 +42,9 @@ _ROUNDS = textwrap.dedent(
     """
     import gc, resource, sys
     if sys.argv[1] == "tuned":
-        from spark_jobs.snapshot_tasks import _tune_process
-        _tune_process()
-        _tune_process()  # once per process: the second call changes nothing
+        from spark_jobs.snapshot_tasks import tune_process
+        tune_process()
+        tune_process()  # once per process: the second call changes nothing
         print(gc.get_freeze_count() > 0)
     else:
         print(True)

@@ -728,6 +728,8 @@ SERVER_PROPERTIES: dict[str, Prop] = {
         # The driver JVM loads Spark's classes from an archive the first job writes (JDK AppCDS).
         P("tidemark.spark.class.cache", "bool", True),
         P("tidemark.snapshot.chunk.rows", "int", 100000),
+        # Until Spark's workers are up, the driver reads chunks itself (spark_jobs/chunk_lanes.py).
+        P("tidemark.snapshot.read.during.spark.start", "bool", True),
         # MySQL/MariaDB: Debezium's lock-based consistent read, or lock-free per-chunk watermarks.
         P("tidemark.snapshot.mysql.method", "enum", "locking", choices(MySqlSnapshotMethod)),
         # Incremental snapshots: no new chunk while the stream lags more than this (the stream first).

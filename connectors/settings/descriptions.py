@@ -363,6 +363,10 @@ _SERVER: dict[str, str] = {
         "Target rows per snapshot chunk: tables are split into primary-key ranges of about this many rows, each read by "
         "one Spark task and committed (and resumed) on its own; it bounds a task's memory."
     ),
+    "tidemark.snapshot.read.during.spark.start": (
+        "While Spark's workers start, the snapshot driver reads chunks itself, one at a time, in the same view "
+        "(PostgreSQL; MySQL watermarks); false: Spark reads every chunk."
+    ),
     "tidemark.incremental.snapshot.max.stream.lag.ms": (
         "Incremental snapshots: no new chunk window opens while the stream is more than this many ms behind the "
         "source (for at most 5 s a chunk); 0: no hold."

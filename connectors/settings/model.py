@@ -250,6 +250,7 @@ class RuntimeSettings(_Frozen):
     spark_master: str
     spark_class_cache: bool
     snapshot_chunk_rows: int
+    snapshot_read_during_spark_start: bool
     snapshot_mysql_method: MySqlSnapshotMethod
     incremental_snapshot_max_stream_lag_ms: int
     incremental_snapshot_reader: IncrementalReader

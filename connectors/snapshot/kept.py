@@ -9,15 +9,17 @@ a time): 20.3 s with a producer per chunk, 14.9 s with one kept per task thread.
 Kept per thread, not per process: MySQL chunks are read by several driver threads at once, and
 neither a connection nor a producer's pending errors may be shared between two chunks. A client
 is replaced when the key changes (another snapshot, another configuration) and dropped by the
-caller when a chunk using it fails, so a broken client never serves a second chunk.
+caller when a chunk using it fails, so a broken client never serves a second chunk, and
+all of a thread's at once by `Kept.drop_all` when the thread reads no more chunks.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar
+from typing import ClassVar, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -25,9 +27,19 @@ T = TypeVar("T")
 class Kept(Generic[T]):
     """One client per thread, for one key at a time, closed by `close`."""
 
+    _every: ClassVar[weakref.WeakSet[Kept[object]]] = weakref.WeakSet()
+
     def __init__(self, close: Callable[[T], None]) -> None:
         self._close = close
         self._local = threading.local()
+        Kept._every.add(self)  # type: ignore[arg-type]
+
+    @classmethod
+    def drop_all(cls) -> None:
+        """Close every client this thread kept (a thread that reads no more chunks: the driver
+        thread that read chunks while Spark started)."""
+        for kept in list(cls._every):
+            kept.drop()
 
     def get(self, key: Hashable, make: Callable[[], T]) -> T:
         """The thread's client for `key`; made by `make` when it has none for that key."""
