@@ -41,6 +41,28 @@ def test_one_client_per_thread_and_key() -> None:
     assert kept.get("k2", lambda: Client("d")).name == "d"  # a dropped client is made again
 
 
+def test_drop_all_closes_every_client_of_the_calling_thread_only() -> None:
+    """What the driver thread that read chunks while Spark started runs after its last one."""
+    readers: Kept[Client] = Kept(close)
+    producers: Kept[Client] = Kept(close)
+    mine = [readers.get("snap", lambda: Client("reader")), producers.get("conf", lambda: Client("producer"))]
+    theirs: list[Client] = []
+
+    def lead_thread() -> None:
+        theirs.extend(
+            [readers.get("snap", lambda: Client("r2")), producers.get("conf", lambda: Client("p2"))]
+        )
+        Kept.drop_all()
+
+    t = threading.Thread(target=lead_thread)
+    t.start()
+    t.join()
+    assert all(c.closed for c in theirs) and not any(c.closed for c in mine)
+    assert readers.get("snap", lambda: Client("unused")) is mine[0]
+    Kept.drop_all()
+    assert all(c.closed for c in mine)
+
+
 def test_a_client_that_fails_to_close_is_still_forgotten() -> None:
     def bad_close(c: Client) -> None:
         raise OSError("connection already broken")
