@@ -46,7 +46,6 @@ class ChunkLanes(Generic[S, R]):
         self._main_pool: ThreadPoolExecutor | None = None
         self._lead_pool: ThreadPoolExecutor | None = None
         self._busy: dict[Future[R], bool] = {}  # running chunk -> in the lead lane
-        self.lead_runs: set[Future[R]] = set()  # every chunk the lead lane ran
         self._released = False
         if self._ready is None:
             self._open()
@@ -77,7 +76,6 @@ class ChunkLanes(Generic[S, R]):
             self._lead_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-lead")
         fut = self._lead_pool.submit(self._lead, spec)
         self._busy[fut] = True
-        self.lead_runs.add(fut)
         return fut
 
     def pending(self) -> set[Future[None]]:

@@ -832,7 +832,7 @@ def _read_chunks(
         highs: dict[int, dict[str, Any]] = {}  # lock-free chunks: the position each is consistent at
         task: Any = run_watermark_chunk if watermarks else run_chunk
 
-        def kept(spec: ChunkSpec, out: Any) -> ChunkResult:
+        def result_of(spec: ChunkSpec, out: Any) -> ChunkResult:
             if not watermarks:
                 return cast(ChunkResult, out)
             res, highs[spec.chunk.index] = out
@@ -859,7 +859,7 @@ def _read_chunks(
                     f"tidemark-snapshot-{sid[:8]}", f"chunk {spec.chunk.index} of {spec.chunk.table}"
                 )
                 (out,) = sc.parallelize([spec], 1).map(task).collect()
-                return kept(spec, out)
+                return result_of(spec, out)
 
             return in_spark, _parallelism(cfg, sc)
 
@@ -867,7 +867,7 @@ def _read_chunks(
         lanes = ChunkLanes(
             open_main,
             ready=early.warm if early is not None else None,
-            lead=(lambda spec: kept(spec, task(spec))) if lead else None,
+            lead=(lambda spec: result_of(spec, task(spec))) if lead else None,
             release=Kept.drop_all,
         )
         pending, order = list(todo), list(todo)
