@@ -51,6 +51,7 @@ from connectors.settings.model import PostgresSettings
 from connectors.sources.postgres import oids, types
 from connectors.sources.postgres.catalog import ColumnInfo, TypeRegistry
 from connectors.sources.postgres.connection import PgConnParams
+from connectors.sources.postgres.decimal_columns import fixed_point_ints, quoted_b64_ints
 
 log = logging.getLogger(__name__)
 
@@ -438,9 +439,15 @@ def _decimal_fixed_enc(scale: int, convert: Callable[[Any], Any]) -> Encoder:
     pattern = rf"^-?[0-9]{{1,{18 - scale}}}\.[0-9]{{{scale}}}$" if scale > 0 else r"^-?[0-9]{1,18}$"
 
     def enc(arr: pa.Array) -> pa.Array:
-        ok = pc.fill_null(pc.match_substring_regex(arr, pattern), False)
-        b64 = _b64(_minimal_twos_complement(_unscaled(arr, ok)))
-        frag = pc.binary_join_element_wise('"', b64, '"', "")
+        if arr.type == pa.string():
+            ok_np, unscaled = fixed_point_ints(arr, scale)
+            ok = pa.array(ok_np)
+            frag = quoted_b64_ints(unscaled)
+        else:  # another string layout (large_string, ...): Arrow compute
+            ok = pc.fill_null(pc.match_substring_regex(arr, pattern), False)
+            frag = pc.binary_join_element_wise(
+                '"', _b64(_minimal_twos_complement(_unscaled(arr, ok))), '"', ""
+            )
         frag = pc.if_else(arr.is_null(), pa.scalar(None, pa.string()), frag)
         return _patch(frag, pc.invert(ok), arr, convert)
 
@@ -473,9 +480,9 @@ def _decimal_variable_enc(convert: Callable[[Any], Any]) -> Encoder:
         frag = pc.binary_join_element_wise(
             '{"scale":',
             pc.cast(pa.array(scale_np, pa.int32()), pa.string()),
-            ',"value":"',
-            _b64(_minimal_twos_complement(unscaled)),
-            '"}',
+            ',"value":',
+            quoted_b64_ints(unscaled),
+            "}",
             "",
         )
         frag = pc.if_else(arr.is_null(), pa.scalar(None, pa.string()), frag)
