@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -53,7 +54,7 @@ def _const(value: Any, n: int, type_: pa.DataType = pa.string()) -> pa.Array:
 def _markers(chunk: Chunk, n: int, texts: Mapping[str, bytes], first: bool, last: bool) -> pa.Array:
     """The source JSON per row: one of (up to) three texts, by the row's place in the chunk
     (`first` / `last`: this piece holds the chunk's first / last row)."""
-    idx = [0] * n if n else []
+    idx = np.zeros(n, np.int32)  # numpy: Arrow takes it as is (a list: 0.36 ms per 10,240 rows)
     dictionary = [texts["true"]]
     if n:
         for pos, is_first, is_last in ((0, first, last and n == 1), (n - 1, first and n == 1, last)):
@@ -61,9 +62,7 @@ def _markers(chunk: Chunk, n: int, texts: Mapping[str, bytes], first: bool, last
             if m != "true":
                 dictionary.append(texts[m])
                 idx[pos] = len(dictionary) - 1
-    return pa.DictionaryArray.from_arrays(
-        pa.array(idx, pa.int32()), pa.array(dictionary, pa.binary()).view(pa.string())
-    )
+    return pa.DictionaryArray.from_arrays(pa.array(idx), pa.array(dictionary, pa.binary()).view(pa.string()))
 
 
 def changelog_rows(
@@ -102,7 +101,8 @@ def changelog_rows(
         "row": _const(src0.get("row"), n, pa.int32()),
         "headers": _const(_headers_json(ctx.headers), n),
         "batch_seq": pa.repeat(pa.scalar(ctx.batch_seq, pa.int64()), n),
-        "event_index": pa.array(range(event_base, event_base + n), pa.int32()),
+        # numpy, not range(): Arrow converted a range value by value, 2.3 ms per 10,240 rows.
+        "event_index": pa.array(np.arange(event_base, event_base + n, dtype=np.int32)),
         "payload": pa.nulls(n, pa.string()),
         "key_schema": _const(ctx.key_schema if ctx.key_schemas and key is not None else None, n),
         "value_schema": _const(ctx.value_schema if ctx.value_schemas else None, n),
