@@ -385,22 +385,6 @@ def _b64(binary: pa.Array, alphabet: str = "base64") -> pa.Array:
     return out.to_arrow().cast(pa.string())
 
 
-def _minimal_twos_complement(n: np.ndarray) -> pa.Array:
-    """int64 unscaled values -> Java BigInteger.toByteArray bytes (minimal big-endian two's
-    complement, 0 -> 00), as one binary array (no per-row loop)."""
-    n = n.astype(np.int64, copy=False)
-    mag = np.where(n < 0, ~n, n)  # bits a value needs besides its sign bit
-    length = np.ones(len(n), np.int32)
-    for k in range(1, 8):
-        length += mag >= (1 << (8 * k - 1))
-    be = n.astype(">i8").view(np.uint8).reshape(-1, 8)
-    keep = np.arange(8)[None, :] >= (8 - length)[:, None]
-    data = np.ascontiguousarray(be[keep])
-    offsets = np.zeros(len(n) + 1, np.int32)
-    np.cumsum(length, out=offsets[1:])
-    return pa.Array.from_buffers(pa.binary(), len(n), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-
-
 # --------------------------------------------------------------------------- per-type encoders
 
 
@@ -436,20 +420,13 @@ def _decimal_fixed_enc(scale: int, convert: Callable[[Any], Any]) -> Encoder:
     """numeric(p,s) precise: base64 of the unscaled value; the server prints exactly s digits."""
     if scale > 17:
         return _per_value(convert)  # no room for an int64 fast path
-    pattern = rf"^-?[0-9]{{1,{18 - scale}}}\.[0-9]{{{scale}}}$" if scale > 0 else r"^-?[0-9]{1,18}$"
 
     def enc(arr: pa.Array) -> pa.Array:
-        if arr.type == pa.string():
-            ok_np, unscaled = fixed_point_ints(arr, scale)
-            ok = pa.array(ok_np)
-            frag = quoted_b64_ints(unscaled)
-        else:  # another string layout (large_string, ...): Arrow compute
-            ok = pc.fill_null(pc.match_substring_regex(arr, pattern), False)
-            frag = pc.binary_join_element_wise(
-                '"', _b64(_minimal_twos_complement(_unscaled(arr, ok))), '"', ""
-            )
-        frag = pc.if_else(arr.is_null(), pa.scalar(None, pa.string()), frag)
-        return _patch(frag, pc.invert(ok), arr, convert)
+        if arr.type != pa.string():  # decimal_columns reads the 32-bit-offset string layout
+            arr = arr.cast(pa.string())
+        ok, unscaled = fixed_point_ints(arr, scale)
+        frag = pc.if_else(arr.is_null(), pa.scalar(None, pa.string()), quoted_b64_ints(unscaled))
+        return _patch(frag, pa.array(~ok), arr, convert)
 
     return enc
 
