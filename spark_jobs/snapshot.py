@@ -46,7 +46,7 @@ from connectors.snapshot.kept import Kept
 from connectors.snapshot.progress import SnapshotProgress
 from connectors.state.pagecache import drop_cached
 from spark_jobs import class_cache
-from spark_jobs.arrow_probe import skip_pandas_probe
+from spark_jobs.arrow_probe import skip_pandas_probe, skip_pyspark_pandas_check
 from spark_jobs.chunk_lanes import ChunkLanes
 from spark_jobs.snapshot_tasks import ChunkResult, ChunkSpec, run_chunk, warm_worker, write_chunk
 from spark_jobs.worker_daemon import IMPORTS_ENV
@@ -114,6 +114,7 @@ def spark_session(cfg: ConnectorConfig, preload: tuple[str, ...] = ()) -> Any:
         ) from None
     # Executors run this interpreter (its virtualenv holds connectors and the drivers).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    skip_pyspark_pandas_check()  # (spark_jobs/arrow_probe.py)
     conf = session_conf(cfg, preload)
     global _CLASS_CACHE
     _CLASS_CACHE = None

@@ -47,3 +47,20 @@ def test_the_snapshot_job_reaches_its_work_without_pandas() -> None:
         "import pyarrow as pa\n" + CONVERSIONS + "print('pandas' in sys.modules)"
     )
     assert out == "False"
+
+
+def test_pyspark_test_helpers_import_pandas_unless_imported_with_it_hidden() -> None:
+    """A SparkContext's start imports pyspark.testing.utils (py4j's NumPy input converter), which
+    imports pandas; imported first through skip_pyspark_pandas_check it does not, and pandas
+    still imports when asked for."""
+    assert _python("import sys, pyspark.testing.utils\nprint('pandas' in sys.modules)") == "True"
+    out = _python(
+        "import sys\n"
+        "from spark_jobs.arrow_probe import skip_pyspark_pandas_check\n"
+        "skip_pyspark_pandas_check()\n"
+        "import pyspark.testing.utils as u\n"
+        "print('pandas' in sys.modules, u.have_numpy)\n"
+        "import pandas\n"
+        "print(len(sys.meta_path) == len([f for f in sys.meta_path if type(f).__name__ != '_NoPandas']))"
+    )
+    assert out.split() == ["False", "True", "True"]

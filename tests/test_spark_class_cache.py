@@ -35,7 +35,7 @@ _SESSION = textwrap.dedent(
     args = list(spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
     total = spark.sparkContext.parallelize(range(100), 2).map(lambda x: x * 2).sum()
     snapshot.stop_session(spark)
-    print(json.dumps({"args": args, "sum": total,
+    print(json.dumps({"args": args, "sum": total, "pandas": "pandas" in sys.modules,
                       "writing": writing}))
     """
 )
@@ -67,6 +67,7 @@ def _archives(cache: Path) -> list[Path]:
 def test_first_job_writes_the_archive_later_jobs_read_it_a_damaged_one_is_replaced(tmp_path: Path) -> None:
     out, _ = _session(tmp_path)
     assert out["sum"] == 9900 and out["writing"]
+    assert not out["pandas"]  # a SparkContext's start imports it otherwise (spark_jobs/arrow_probe.py)
     (archive,) = _archives(tmp_path)  # in place once the JVM exited, no temporary file left
     assert archive.stat().st_size > 10_000_000
     assert not list((tmp_path / "spark-cds").glob("*.tmp"))
