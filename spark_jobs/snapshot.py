@@ -49,7 +49,6 @@ from spark_jobs import class_cache
 from spark_jobs.arrow_probe import skip_pandas_probe, skip_pyspark_pandas_check
 from spark_jobs.chunk_lanes import ChunkLanes
 from spark_jobs.snapshot_tasks import ChunkResult, ChunkSpec, run_chunk, warm_worker, write_chunk
-from spark_jobs.worker_daemon import IMPORTS_ENV
 
 log = logging.getLogger("tidemark.snapshot")
 
@@ -85,16 +84,9 @@ class Outcome:
 DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 
 
-def session_conf(cfg: ConnectorConfig, preload: tuple[str, ...] = ()) -> dict[str, str]:
-    """The SparkSession settings: Tidemark's defaults, then `tidemark.spark.conf.*` over them.
-    `preload`: modules the Python worker daemon imports before it forks the workers
-    (spark_jobs/worker_daemon.py), unless the file sets its own daemon module."""
+def session_conf(cfg: ConnectorConfig) -> dict[str, str]:
+    """The SparkSession settings: Tidemark's defaults, then `tidemark.spark.conf.*` over them."""
     conf = {"spark.ui.showConsoleProgress": "false", "spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS}
-    if preload:
-        conf |= {
-            "spark.python.daemon.module": "spark_jobs.worker_daemon",
-            f"spark.executorEnv.{IMPORTS_ENV}": ",".join(("spark_jobs.snapshot_tasks", *preload)),
-        }
     if cfg.runtime.spark_master.startswith("local"):
         # One machine: loopback, whatever the host name resolves to (no warning about it).
         conf |= {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
@@ -102,9 +94,8 @@ def session_conf(cfg: ConnectorConfig, preload: tuple[str, ...] = ()) -> dict[st
     return conf
 
 
-def spark_session(cfg: ConnectorConfig, preload: tuple[str, ...] = ()) -> Any:
-    """The job's SparkSession on `tidemark.spark.master` with `tidemark.spark.conf.*`; its Python
-    workers start with `preload` imported (session_conf)."""
+def spark_session(cfg: ConnectorConfig) -> Any:
+    """The job's SparkSession on `tidemark.spark.master` with `tidemark.spark.conf.*`."""
     try:
         import pyspark.sql  # noqa: F401 - only: is it installed?
     except ImportError:
@@ -115,7 +106,7 @@ def spark_session(cfg: ConnectorConfig, preload: tuple[str, ...] = ()) -> Any:
     # Executors run this interpreter (its virtualenv holds connectors and the drivers).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     skip_pyspark_pandas_check()  # (spark_jobs/arrow_probe.py)
-    conf = session_conf(cfg, preload)
+    conf = session_conf(cfg)
     global _CLASS_CACHE
     _CLASS_CACHE = None
     if cfg.runtime.spark_class_cache and conf["spark.driver.extraJavaOptions"] == DRIVER_JAVA_OPTIONS:
@@ -218,7 +209,7 @@ class EarlySession:
 
     def _start(self) -> None:
         try:
-            self._spark = spark_session(self._cfg, self._warm)
+            self._spark = spark_session(self._cfg)
         except BaseException as e:  # noqa: BLE001 - raised again by get(), on the job's thread
             self._error = e
         finally:
@@ -861,7 +852,7 @@ def _read_chunks(
 
                 return in_view, len(view.readers)
             if session is None:
-                session = early.get() if early is not None else spark_session(cfg, _warm_modules(cfg))
+                session = early.get() if early is not None else spark_session(cfg)
             sc = session.sparkContext
 
             def in_spark(spec: ChunkSpec) -> ChunkResult:

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import json
-import os
 import platform
 import subprocess
 import sys
@@ -86,49 +84,3 @@ def test_chunk_writers_reuse_freed_memory_instead_of_faulting_it_in_again() -> N
     assert frozen
     assert plain > 10_000
     assert tuned < plain // 20
-
-
-def test_python_worker_daemon_preloads_the_chunk_modules_unless_the_file_sets_its_own() -> None:
-    conf = session_conf(config("postgres"), ("connectors.snapshot.postgres",))
-    assert conf["spark.python.daemon.module"] == "spark_jobs.worker_daemon"
-    assert (
-        conf["spark.executorEnv.TIDEMARK_WORKER_IMPORTS"]
-        == "spark_jobs.snapshot_tasks,connectors.snapshot.postgres"
-    )
-    assert "spark.python.daemon.module" not in session_conf(config("postgres"))
-    own = config("postgres", {"tidemark.spark.conf.spark.python.daemon.module": "mydaemon"})
-    assert session_conf(own, ("x",))["spark.python.daemon.module"] == "mydaemon"
-
-
-# A Spark session whose worker daemon preloads `colorsys` (nothing else imports it); the task
-# reports, before importing anything itself, what its worker already holds and who forked it.
-_PRELOADED = textwrap.dedent(
-    """
-    import json, sys
-    from cfgutil import config
-    from spark_jobs import snapshot
-    spark = snapshot.spark_session(config("postgres"), ("colorsys",))
-
-    def probe(_):
-        import os, sys
-        with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
-            parent = f.read().replace(b"\\0", b" ").decode()
-        return [m in sys.modules for m in ("colorsys", "wave", "spark_jobs.snapshot_tasks")] + [parent]
-
-    out = spark.sparkContext.parallelize([0], 1).map(probe).collect()[0]
-    snapshot.stop_session(spark)
-    print(json.dumps(out))
-    """
-)
-
-
-@pytest.mark.skipif(platform.system() != "Linux", reason="pyspark's worker daemon (fork) and /proc")
-def test_spark_workers_are_forked_with_the_modules_already_imported() -> None:
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'tests'}"}
-    p = subprocess.run(
-        [sys.executable, "-c", _PRELOADED], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
-    )
-    assert p.returncode == 0, p.stderr[-3000:]
-    colorsys, wave, tasks, parent = json.loads(p.stdout.strip().splitlines()[-1])
-    assert (colorsys, wave, tasks) == (True, False, True)
-    assert "spark_jobs.worker_daemon" in parent
