@@ -328,6 +328,18 @@ def replay(records: list[dict[str, Any]]) -> dict[int, tuple[str, int]]:
     return state
 
 
+def stream_until_caught_up(cfg: Any) -> int:
+    """Run the connector of `cfg` in-process until it has caught up; how many records came."""
+    from connectors.engine.loop import close_all
+    from connectors.engine.wiring import build_engine
+
+    engine = build_engine(cfg, until_caught_up=True)
+    try:
+        return engine.run().records
+    finally:
+        close_all(engine.sinks)
+
+
 # --------------------------------------------------------------------------- snapshots of `bench`
 # The rows of the large-table snapshot tests' `bench` (tests/test_snapshot_pg.py,
 # tests/test_snapshot_mysql_e2e.py): smaller for quicker iteration.

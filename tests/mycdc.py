@@ -34,6 +34,21 @@ def write_config(
     return cdc.write_config(path, source, **kw)
 
 
+def purge_binlogs(server: Any) -> None:
+    """Start a new binlog file and purge every older one (waits until the server lets go of
+    them: it keeps a file a just-ended dump thread still has open)."""
+    from harness import wait_until
+
+    server.execute("FLUSH BINARY LOGS")
+    newest = server.query("SHOW BINARY LOGS")[-1][0]
+
+    def purged() -> bool:
+        server.execute(f"PURGE BINARY LOGS TO '{newest}'")
+        return bool(server.query("SHOW BINARY LOGS")[0][0] == newest)
+
+    wait_until(purged, timeout=30, what="old binlogs purged")
+
+
 # --------------------------------------------------------------------------- in-process source
 def source_config(server: Any, warehouse: Path, name: str, server_id: int, **extra: Any) -> Any:
     """A typed connector config (what `config.load` gives the source) for `MySqlSource`."""

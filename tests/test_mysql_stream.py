@@ -18,7 +18,7 @@ from cdc import (
     sigkill_during_workload,
 )
 from harness import free_port, wait_until
-from mycdc import write_config
+from mycdc import purge_binlogs, write_config
 
 TABLES = [
     "CREATE TABLE customers (id INT AUTO_INCREMENT PRIMARY KEY, name VARCHAR(50) NOT NULL, email VARCHAR(50), "
@@ -471,14 +471,7 @@ def test_purged_binlog_names_the_recovery(mariadb_factory: Any, tmp_path: Path, 
     )
     run_cli("run", "--config", str(cfg), "--until-caught-up")
     server.execute(f"INSERT INTO {dbn}.orders VALUES (1)")
-    server.execute("FLUSH BINARY LOGS")
-    newest = server.query("SHOW BINARY LOGS")[-1][0]
-
-    def purged() -> bool:  # the server keeps a file a (just ended) dump thread still has open
-        server.execute(f"PURGE BINARY LOGS TO '{newest}'")
-        return server.query("SHOW BINARY LOGS")[0][0] == newest
-
-    wait_until(purged, timeout=30, what="old binlogs purged")
+    purge_binlogs(server)
     proc = run_cli("run", "--config", str(cfg), "--until-caught-up", check=False, timeout=60)
     assert proc.returncode == 1
     err = " ".join(proc.stderr.split())

@@ -1,6 +1,7 @@
 """MariaDB initial snapshots end to end: `tidemark run` snapshots (lock-based consistent view, chunks
 read by driver threads) and then streams from the view's binlog position; a SIGKILL mid-snapshot
-resumes; include.schema.changes emits the schema snapshot's events first."""
+resumes; include.schema.changes emits the schema snapshot's events first; the snapshot.mode
+transitions (initial, always, initial_only, when_needed after a purged binlog)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import cdc
-from mycdc import write_config
+from mycdc import purge_binlogs, write_config
 
 from connectors.settings.config import load
 
@@ -104,3 +105,81 @@ def test_recovery_rebuilds_a_lost_history_or_refuses_after_ddl(
     refused = cdc.run_cli("run", "--config", str(recovery), "--until-caught-up", check=False)
     assert refused.returncode == 1 and "the schema changed after the stored position" in refused.stderr
     assert "ALTER TABLE bench ADD COLUMN note text" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def _mode_config(server: Any, db: str, tmp_path: Path, mode: str, server_id: int) -> Any:
+    return load(
+        write_config(
+            tmp_path / f"{mode}.properties",
+            server,
+            server_id=server_id,
+            db=db,
+            prefix=f"tm_{mode}",  # its own connector name: offsets and snapshot state apart
+            sinks="jsonl",
+            jsonl=tmp_path / f"{mode}.jsonl",
+            snapshot__mode=mode,
+        )
+    )
+
+
+def _rows(server: Any, db: str, ids: range) -> None:
+    server.execute("INSERT INTO bench VALUES " + ", ".join(f"({i}, 'n{i}', {i})" for i in ids), database=db)
+
+
+def test_modes_initial_always_initial_only(mariadb: Any, mariadb_database: str, tmp_path: Path) -> None:
+    """The issue's mode transitions on MariaDB (the locking method, no Spark): initial does not
+    snapshot again once it has, always snapshots at every start, initial_only stops after its
+    snapshot, no_data and never read no data."""
+    from spark_jobs import snapshot as job
+
+    db = mariadb_database
+    mariadb.execute("CREATE TABLE bench (id bigint PRIMARY KEY, name varchar(64), qty int)", database=db)
+    _rows(mariadb, db, range(1, 31))
+    initial = _mode_config(mariadb, db, tmp_path, "initial", 7404)
+    assert job.run(initial).rows == 30
+    _rows(mariadb, db, range(31, 33))
+    assert cdc.stream_until_caught_up(initial) == 2  # from the view's position: the two rows after it, once
+    again = job.run(initial)
+    assert not again.decision.snapshot and again.decision.stream
+
+    always = _mode_config(mariadb, db, tmp_path, "always", 7405)
+    first = job.run(always)
+    cdc.stream_until_caught_up(always)
+    second = job.run(always)
+    assert first.rows == second.rows == 32 and first.snapshot_id != second.snapshot_id
+
+    only = _mode_config(mariadb, db, tmp_path, "initial_only", 7406)
+    out = job.run(only)
+    assert out.rows == 32 and not out.decision.stream
+    assert not job.run(only).decision.snapshot
+
+    for mode, sid in (("no_data", 7407), ("never", 7408)):
+        assert not job.run(_mode_config(mariadb, db, tmp_path, mode, sid)).decision.snapshot
+    recs = cdc.read_jsonl(tmp_path / "initial.jsonl")
+    assert sorted(cdc.replay(recs)) == list(range(1, 33))
+
+
+def test_when_needed_resnapshots_after_a_purged_binlog(
+    mariadb_factory: Any, tmp_path: Path, unique_name: Any
+) -> None:
+    """when_needed on MariaDB: no new snapshot while the stored binlog position is on the server;
+    once its file is purged, a new snapshot with the stale offsets reset, and streaming goes on
+    from the new view (no "purged" stop)."""
+    from spark_jobs import snapshot as job
+
+    server = mariadb_factory()  # its own server: this test purges binlogs
+    db = server.create_database(unique_name("db"))
+    server.execute("CREATE TABLE bench (id bigint PRIMARY KEY, name varchar(64), qty int)", database=db)
+    _rows(server, db, range(1, 21))
+    cfg = _mode_config(server, db, tmp_path, "when_needed", unique_name.server_id())
+    assert job.run(cfg).rows == 20
+    _rows(server, db, range(21, 22))
+    assert cdc.stream_until_caught_up(cfg) == 1
+    assert not job.run(cfg).decision.snapshot  # the stored position is on the server
+    purge_binlogs(server)
+    out = job.run(cfg)  # the position is gone: snapshot again, offsets reset
+    assert out.decision.snapshot and out.decision.reset_offsets and out.rows == 21
+    _rows(server, db, range(22, 23))
+    assert cdc.stream_until_caught_up(cfg) == 1  # from the new view's position
+    recs = cdc.read_jsonl(tmp_path / "when_needed.jsonl")
+    assert sorted(cdc.replay(recs)) == list(range(1, 23))

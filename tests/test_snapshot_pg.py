@@ -23,6 +23,7 @@ from cdc import (
     run_cli,
     sigkill_mid_snapshot_then_resume,
     snapshot_under_writes,
+    stream_until_caught_up,
 )
 from pgcdc import write_config
 
@@ -153,17 +154,6 @@ def test_sigkill_mid_snapshot_resumes_without_rewriting_chunks(
 
 
 # --------------------------------------------------------------------------- snapshot.mode
-def _stream(cfg: Any) -> int:
-    from connectors.engine.loop import close_all
-    from connectors.engine.wiring import build_engine
-
-    engine = build_engine(cfg, until_caught_up=True)
-    try:
-        return engine.run().records
-    finally:
-        close_all(engine.sinks)
-
-
 def _mode_config(pg: Any, db: str, tmp_path: Path, mode: str, **extra: Any) -> Any:
     return load(
         write_config(
@@ -184,12 +174,12 @@ def test_modes_initial_always_initial_only(pg: Any, pg_database: str, tmp_path: 
     _fill(pg.dsn(dbname=pg_database), 30)
     initial = _mode_config(pg, pg_database, tmp_path, "initial")
     assert job.run(initial, spark=spark).rows == 30
-    _stream(initial)
+    stream_until_caught_up(initial)
     assert not job.run(initial, spark=spark).decision.snapshot  # offsets or a completed snapshot exist
 
     always = _mode_config(pg, pg_database, tmp_path, "always")
     first = job.run(always, spark=spark)
-    _stream(always)
+    stream_until_caught_up(always)
     second = job.run(always, spark=spark)
     assert first.rows == second.rows == 30 and first.snapshot_id != second.snapshot_id
 
@@ -211,7 +201,7 @@ def test_when_needed_resnapshots_after_a_lost_slot(
     assert job.run(cfg, spark=spark).rows == 20
     with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
         cur.execute("INSERT INTO items VALUES (21, 'n21', 0.21, now())")
-    assert _stream(cfg) == 1
+    assert stream_until_caught_up(cfg) == 1
     assert not job.run(cfg, spark=spark).decision.snapshot  # the stored position is on the slot
     conn = psycopg2.connect(dsn)
     conn.autocommit = True
@@ -220,7 +210,7 @@ def test_when_needed_resnapshots_after_a_lost_slot(
     conn.close()
     out = job.run(cfg, spark=spark)  # the position is gone: snapshot again, offsets reset
     assert out.decision.snapshot and out.decision.reset_offsets and out.rows == 21
-    _stream(cfg)  # streams from the new slot, no "slot does not exist" error
+    stream_until_caught_up(cfg)  # streams from the new slot, no "slot does not exist" error
 
 
 def test_configuration_based(pg: Any, pg_database: str, tmp_path: Path, spark: Any) -> None:
