@@ -13,6 +13,7 @@ import cdc
 from mycdc import purge_binlogs, write_config
 
 from connectors.settings.config import load
+from spark_jobs import snapshot as job
 
 
 def test_run_snapshots_then_streams_under_concurrent_writes(
@@ -130,8 +131,6 @@ def test_modes_initial_always_initial_only(mariadb: Any, mariadb_database: str, 
     """The issue's mode transitions on MariaDB (the locking method, no Spark): initial does not
     snapshot again once it has, always snapshots at every start, initial_only stops after its
     snapshot, no_data and never read no data."""
-    from spark_jobs import snapshot as job
-
     db = mariadb_database
     mariadb.execute("CREATE TABLE bench (id bigint PRIMARY KEY, name varchar(64), qty int)", database=db)
     _rows(mariadb, db, range(1, 31))
@@ -165,8 +164,6 @@ def test_when_needed_resnapshots_after_a_purged_binlog(
     """when_needed on MariaDB: no new snapshot while the stored binlog position is on the server;
     once its file is purged, a new snapshot with the stale offsets reset, and streaming goes on
     from the new view (no "purged" stop)."""
-    from spark_jobs import snapshot as job
-
     server = mariadb_factory()  # its own server: this test purges binlogs
     db = server.create_database(unique_name("db"))
     server.execute("CREATE TABLE bench (id bigint PRIMARY KEY, name varchar(64), qty int)", database=db)

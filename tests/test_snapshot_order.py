@@ -19,17 +19,6 @@ from connectors.settings.config import load
 from spark_jobs import snapshot as job
 
 
-def _stream(cfg: Any) -> None:
-    from connectors.engine.loop import close_all
-    from connectors.engine.wiring import build_engine
-
-    engine = build_engine(cfg, until_caught_up=True)
-    try:
-        engine.run()
-    finally:
-        close_all(engine.sinks)
-
-
 def _log(changelog: Path) -> list[dict[str, Any]]:
     rows = cdc.delta_rows(changelog, ["batch_seq", "event_index", "op", "key", "after", "payload"])
     return sorted(rows, key=lambda r: (r["batch_seq"], r["event_index"]))
@@ -70,7 +59,7 @@ def test_a_resnapshot_after_a_lost_slot_comes_after_the_older_stream(
     first = job.run(cfg, spark=spark)
     assert first.rows == 20
     sql("INSERT INTO items VALUES (21, 'v1')")
-    _stream(cfg)
+    cdc.stream_until_caught_up(cfg)
     conn = psycopg2.connect(dsn)
     conn.autocommit = True
     with conn.cursor() as cur:
@@ -80,7 +69,7 @@ def test_a_resnapshot_after_a_lost_slot_comes_after_the_older_stream(
     again = job.run(cfg, spark=spark)
     assert again.decision.reset_offsets and again.rows == 21
     sql("DELETE FROM items WHERE id = 1")
-    _stream(cfg)
+    cdc.stream_until_caught_up(cfg)
 
     rows = _log(tmp_path / "warehouse" / "tm" / "changelog")
     seqs = [r["batch_seq"] for r in rows]
