@@ -232,7 +232,7 @@ def test_metrics_endpoint_while_running(
         "--config",
         str(cfg),
         "--max-seconds",
-        "25",
+        "120",  # only a bound: the test stops it once the metrics are checked
         "--metrics-port",
         str(port),
         log=tmp_path / "run.log",
@@ -254,7 +254,8 @@ def test_metrics_endpoint_while_running(
         assert got["tidemark_number_of_events_filtered_total"] == 2
         assert got["tidemark_connected"] == 1 and got["tidemark_batches_total"] >= 1
         assert got["tidemark_number_of_committed_transactions_total"] >= 0
-        assert proc.wait(timeout=60) == 0  # --max-seconds ends the run cleanly
+        proc.send_signal(signal.SIGTERM)  # as a supervisor stops it (--max-seconds: tests above)
+        assert proc.wait(timeout=60) == 0
     finally:
         if proc.poll() is None:
             proc.kill()
