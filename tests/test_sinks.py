@@ -594,6 +594,30 @@ def test_kafka_unreachable_broker_is_transient() -> None:
         sink.close()
 
 
+def test_confluent_producer_close_stops_the_client_threads() -> None:
+    """close() ends librdkafka's threads at once, not at some later garbage collection: a
+    closed producer must not go on reconnecting to a broker that is gone (it did, through the
+    cycle its callbacks bound to the producer make)."""
+    import gc
+    import os
+
+    from connectors.sinks.kafka import ConfluentProducer
+
+    def threads() -> int:
+        return len(os.listdir("/proc/self/task"))  # native threads too, which threading misses
+
+    gc.disable()  # no collector pass may hide a cycle
+    try:
+        before = threads()
+        producer = ConfluentProducer({"bootstrap.servers": "127.0.0.1:9"})
+        assert threads() > before  # librdkafka started its threads
+        producer.close()
+        assert threads() == before
+        producer.close()  # a second close is harmless
+    finally:
+        gc.enable()
+
+
 # --------------------------------------------------------------------------- throughput
 def _bench_batches(topic: str, n: int, per_batch: int) -> Iterator[Batch]:
     """Batches built one at a time, as the engine hands them over (one batch alive)."""

@@ -351,7 +351,7 @@ class ConfluentProducer:
             },
         )
         try:
-            self._p = _Producer(conf)
+            self._p: Any = _Producer(conf)  # None once closed
         except KafkaException as e:
             raise ConfigError(
                 f"invalid Kafka producer setting: {e.args[0].str()}",
@@ -433,7 +433,13 @@ class ConfluentProducer:
 
     def close(self) -> None:
         # Undelivered records are the engine's to retry (its offsets did not advance).
-        self._p.flush(5)
+        # The client is dropped, not only flushed: its callbacks are bound to self, a cycle
+        # that kept librdkafka's threads (reconnecting to a broker that may be gone) alive
+        # until a garbage-collector pass; the last reference going destroys them now.
+        p, self._p = self._p, None
+        if p is None:
+            return
+        p.flush(5)
         self._topics.close()
 
 
