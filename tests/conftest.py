@@ -79,6 +79,45 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_line(f"harness startup: {parts}")
 
 
+# --- the shared servers' logs in a failure's report -----------------------------------------
+
+# Session servers whose log a failing test's report shows (what they logged during the test): a
+# backend that crashed or ended a connection says so there, and their directories are gone by
+# the time anyone reads the report.
+_LOGGED_SERVERS = ("pg", "mariadb", "mysql57")
+_LOG_TAIL_CHARS = 6000
+_LOG_MARKS = pytest.StashKey[dict[str, tuple[Path, int]]]()
+
+
+@pytest.fixture(autouse=True)
+def _server_log_marks(request: pytest.FixtureRequest) -> dict[str, tuple[Path, int]]:
+    marks: dict[str, tuple[Path, int]] = {}
+    for name in _LOGGED_SERVERS:
+        if name in request.fixturenames:
+            logfile = request.getfixturevalue(name).logfile
+            marks[name] = (logfile, logfile.stat().st_size if logfile.exists() else 0)
+    request.node.stash[_LOG_MARKS] = marks
+    return marks
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    if not report.failed:
+        return
+    for name, (logfile, start) in item.stash.get(_LOG_MARKS, {}).items():
+        try:
+            with open(logfile, "rb") as fh:
+                fh.seek(start)
+                text = fh.read().decode(errors="replace")
+        except OSError as e:
+            text = f"(cannot read {logfile}: {e})"
+        if len(text) > _LOG_TAIL_CHARS:
+            text = "...\n" + text[-_LOG_TAIL_CHARS:]
+        report.sections.append((f"{name} server log during the test ({report.when})", text or "(nothing)"))
+
+
 # --- session servers ------------------------------------------------------------------------
 
 
