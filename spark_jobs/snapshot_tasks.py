@@ -7,8 +7,10 @@ wrote (the driver commits them), the jsonl part it wrote (the driver appends it)
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
+import logging
 import os
 import re
 import time
@@ -26,6 +28,8 @@ from connectors.snapshot.chunks import Chunk
 from connectors.snapshot.kept import Kept
 from connectors.snapshot.rows import jsonl_lines, kafka_bytes
 from spark_jobs.arrow_probe import skip_pandas_probe
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -124,13 +128,45 @@ def warm_worker(modules: tuple[str, ...], _slot: int) -> int:
     return os.getpid()
 
 
+# A chunk whose connection failed (TransientError: the server ended it, the network dropped) is
+# read again at once, up to this many times in all, in the same exported snapshot (so with the
+# same rows); a local Spark retries no task, and a snapshot should not stop for one dropped
+# connection. An exported snapshot that is gone is a TerminalError: not retried.
+CHUNK_ATTEMPTS = 3
+
+
 def run_chunk(spec: ChunkSpec) -> ChunkResult:
     """A Spark task: read one PostgreSQL chunk inside the exported snapshot, write it to the sinks."""
+    from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+    from connectors.api import TransientError
     from connectors.snapshot.postgres import read_chunk
 
-    return write_chunk(
-        spec, read_chunk(spec.raw, spec.chunk, spec.snapshot_name, spec.position, spec.headers)
+    # A failed attempt leaves no trace that counts: its connections and Kafka producer are dropped
+    # (read_chunk, write_chunk), its Delta file and jsonl part are never committed or appended (the
+    # result lists only the last attempt's); records it already sent to Kafka arrive twice
+    # (at least once, as any resent chunk).
+    for attempt in Retrying(
+        retry=retry_if_exception_type(TransientError),
+        stop=stop_after_attempt(CHUNK_ATTEMPTS),
+        wait=wait_exponential(multiplier=0.2, max=2),
+        before_sleep=lambda state: _before_retry(spec, state.outcome.exception() if state.outcome else None),
+        reraise=True,
+    ):
+        with attempt:
+            return write_chunk(
+                spec, read_chunk(spec.raw, spec.chunk, spec.snapshot_name, spec.position, spec.headers)
+            )
+    raise AssertionError("unreachable: Retrying re-raises the last failure")
+
+
+def _before_retry(spec: ChunkSpec, error: BaseException | None) -> None:
+    log.warning(
+        "snapshot: chunk %d of %s failed (%s); reading it again", spec.chunk.index, spec.chunk.table, error
     )
+    # Every connection this thread keeps may have gone the same way (a server that ended them
+    # all): the next attempt opens new ones rather than finding the next dead one.
+    Kept.drop_all()
 
 
 def write_chunk(spec: ChunkSpec, pieces: Iterable[pa.Table]) -> ChunkResult:
@@ -187,7 +223,10 @@ def write_chunk(spec: ChunkSpec, pieces: Iterable[pa.Table]) -> ChunkResult:
     except BaseException:
         if kafka is not None:
             _PRODUCER.drop()  # its unsent records and errors go with it
+        failed = True
         raise
+    else:
+        failed = False
     finally:
         if writer is not None:
             writer.close()
@@ -196,6 +235,11 @@ def write_chunk(spec: ChunkSpec, pieces: Iterable[pa.Table]) -> ChunkResult:
             # deleted once appended, and the driver fsyncs the output file it appends to. A lost
             # part (a crash) means a chunk not committed, which is read again.
             jsonl.close()
+        if failed:  # never committed nor appended: not left behind (a crash still may)
+            for path in (res.jsonl_part, delta_path and os.path.join(spec.delta_uri or "", delta_path)):
+                if path:
+                    with contextlib.suppress(OSError):
+                        os.unlink(path)
     if writer is not None:
         full = Path(spec.delta_uri or "") / delta_path
         res.delta_files.append(

@@ -459,6 +459,12 @@ def read_chunk(
             source_sql = f"{ident(schema)}.{ident(name)}"
             override = src.select_overrides.get(chunk.table)
         query_text = select_text(chunk.table, source_sql, encoder.select_list(), cond, override, "postgres")
+    except psycopg2.Error as exc:
+        _CATALOG.drop()
+        err = translate_error(exc, f"snapshot read of {chunk.table}")
+        if err.transient:  # a dropped connection: the task reads the chunk again on a new one
+            raise err from None
+        raise
     except BaseException:
         _CATALOG.drop()
         raise
