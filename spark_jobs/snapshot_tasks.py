@@ -143,9 +143,8 @@ def run_chunk(spec: ChunkSpec) -> ChunkResult:
     from connectors.snapshot.postgres import read_chunk
 
     # A failed attempt leaves no trace that counts: its connections and Kafka producer are dropped
-    # (read_chunk, write_chunk), its Delta file and jsonl part are never committed or appended (the
-    # result lists only the last attempt's); records it already sent to Kafka arrive twice
-    # (at least once, as any resent chunk).
+    # (read_chunk, write_chunk), its Delta file and jsonl part are deleted, never committed or
+    # appended; records it already sent to Kafka arrive twice (at least once, as any resent chunk).
     for attempt in Retrying(
         retry=retry_if_exception_type(TransientError),
         stop=stop_after_attempt(CHUNK_ATTEMPTS),
