@@ -325,6 +325,7 @@ def test_jsonl_to_stdout_is_pure_json_lines(
 
 # --------------------------------------------------------------------------- the embedded demo
 _ROW = re.compile(r"^[│|] ((?:public|shop)\.\w+)\s+[│|] (\w+)\s+[│|] (\d+)\s+[│|]$", re.MULTILINE)
+_META_ROW = re.compile(r"^[│|] topic (\w+)\s+[│|] ([\w ]+?)\s+[│|] (\d+)\s+[│|]$", re.MULTILINE)
 
 
 def test_demo_is_bounded_and_reports_counts(tmp_path: Path) -> None:
@@ -350,6 +351,9 @@ def test_demo_is_bounded_and_reports_counts(tmp_path: Path) -> None:
             # DATABASE, USE, a CREATE TABLE per table
             ddl = [r for r in everything if r["topic"] == f"shop_{source}"]
             assert len(ddl) == (10 if source == "mariadb" else 0)
+            # ... and the Delta table's count names them so, not as tombstones of no table
+            meta = _META_ROW.findall(proc.stdout)
+            assert ("shop_mariadb", "schema change", "10") in meta and len(meta) == 1, proc.stdout
             jsonl = [r for r in everything if r["topic"] != f"shop_{source}"]
             # the table counts every record of the Delta change log, tombstones included: as many
             # as the jsonl sink wrote, and the ops agree

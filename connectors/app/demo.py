@@ -21,11 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
 from connectors.api import TerminalError
+from connectors.sinks.delta import META_PARTITION
 
 PG_SCHEMA = [
     """CREATE TABLE products (id serial PRIMARY KEY, name text NOT NULL, price numeric(10,2) NOT NULL,
@@ -352,15 +354,31 @@ def _wait(cond: Any, timeout: float, what: str) -> None:
         time.sleep(0.1)
 
 
+def _row_label(
+    topic: str, coll: str | None, op: str | None, tombstone: bool | None, payload: str | None
+) -> tuple[str, str]:
+    """(table, kind) of one change-log row for the demo's summary. Records of no table (MySQL's
+    schema changes, transaction metadata) sit in the `__meta` partition with no `op`: they are
+    named by their topic and what their payload is, not counted as tombstones."""
+    if coll and coll != META_PARTITION:
+        return coll, op or ("tombstone" if tombstone else "other")
+    if tombstone:
+        return f"topic {topic}", "tombstone"
+    fields = orjson.loads(payload) if payload else {}
+    kind = "schema change" if "ddl" in fields else "transaction" if "status" in fields else "other"
+    return f"topic {topic}", kind
+
+
 def _show(console: Console, changelog: Path, jsonl: Path) -> None:
-    import orjson
     from deltalake import DeltaTable
 
     dt = DeltaTable(str(changelog))
-    tbl = dt.to_pyarrow_table(columns=["collection", "op"])
+    cols = ["topic", "collection", "op", "is_tombstone", "payload"]
+    tbl = dt.to_pyarrow_table(columns=cols)
     counts: dict[tuple[str, str], int] = {}
-    for coll, op in zip(tbl.column("collection").to_pylist(), tbl.column("op").to_pylist(), strict=True):
-        counts[(coll or "-", op or "tombstone")] = counts.get((coll or "-", op or "tombstone"), 0) + 1
+    for topic, coll, op, tombstone, payload in zip(*(tbl.column(c).to_pylist() for c in cols), strict=True):
+        key = _row_label(topic, coll, op, tombstone, payload)
+        counts[key] = counts.get(key, 0) + 1
     console.print(f"Delta change log {changelog} (table version {dt.version()}):", soft_wrap=True)
     t = Table()
     for c in ("table", "op", "events"):
