@@ -18,6 +18,7 @@ kafka, spark), so `-m "not spark"` style selection works without decorating test
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -87,6 +88,13 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 _LOGGED_SERVERS = ("pg", "mariadb", "mysql57")
 _LOG_TAIL_CHARS = 6000
 _LOG_MARKS = pytest.StashKey[dict[str, tuple[Path, int]]]()
+
+
+@pytest.fixture(autouse=True)
+def _gc_unfreeze() -> Iterator[None]:
+    """What a test froze (`cdc.gc_paused`) is collected normally again after it."""
+    yield
+    gc.unfreeze()
 
 
 @pytest.fixture(autouse=True)
