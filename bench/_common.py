@@ -24,7 +24,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -457,12 +457,23 @@ def snapshot_args(doc: str | None, default: list[str], known: list[str]) -> argp
 def snapshot_selection(
     ap: argparse.ArgumentParser, a: argparse.Namespace, known: list[str]
 ) -> tuple[int, list[str]]:
-    """(rows, chosen consumers); exits with a usage error on unknown names."""
-    consumers = [c for c in a.consumers.split(",") if c]
-    bad = [c for c in consumers if c not in known]
+    """(rows, chosen consumers); exits with a usage error on unknown or repeated names."""
+    return (100_000 if a.quick else a.rows), consumer_list(ap, a.consumers, known)
+
+
+def consumer_list(ap: argparse.ArgumentParser, text: str, known: Iterable[str]) -> list[str]:
+    """The comma-separated consumers of ``--consumers``; a usage error on an unknown name or on
+    a name given twice: a second run of one consumer would find the first one's slot, state and
+    output and report a figure that measured nothing, so repeats are separate invocations."""
+    chosen = [c for c in text.split(",") if c]
+    known = list(known)
+    bad = [c for c in chosen if c not in known]
     if bad:
-        ap.error(f"unknown consumers: {bad}")
-    return (100_000 if a.quick else a.rows), consumers
+        ap.error(f"unknown consumers {bad}; known: {', '.join(known)}")
+    repeated = sorted({c for c in chosen if chosen.count(c) > 1})
+    if repeated:
+        ap.error(f"consumers given more than once: {repeated}; run the script again to repeat one")
+    return chosen
 
 
 def snapshot_consumers(
@@ -584,11 +595,10 @@ def selection(
 ) -> tuple[int, list[str], list[str]]:
     """(events per shape, chosen shapes, chosen consumers); exits with a usage error on unknown names."""
     chosen_shapes = [s for s in a.shapes.split(",") if s]
-    chosen = [c for c in a.consumers.split(",") if c]
-    bad = [c for c in chosen if c not in consumers] + [s for s in chosen_shapes if s not in shapes]
+    bad = [s for s in chosen_shapes if s not in shapes]
     if bad:
-        ap.error(f"unknown consumers/shapes: {bad}")
-    return (5000 if a.quick else a.events), chosen_shapes, chosen
+        ap.error(f"unknown shapes: {bad}")
+    return (5000 if a.quick else a.events), chosen_shapes, consumer_list(ap, a.consumers, consumers)
 
 
 @contextlib.contextmanager

@@ -48,6 +48,7 @@ from _common import (
     ROOT,
     RssMonitor,
     bench_session,
+    consumer_list,
     emit,
     log,
     run_debezium_engine,
@@ -749,10 +750,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.debezium_child:
         debezium_child(*a.debezium_child)
         return 0
-    chosen = [c for c in a.consumers.split(",") if c]
-    bad = [c for c in chosen if c not in CONSUMERS]
-    if bad:
-        ap.error(f"unknown consumers {bad}; known: {', '.join(CONSUMERS)}")
+    chosen = consumer_list(ap, a.consumers, CONSUMERS)
     if a.rate <= 0 or a.seconds <= 0:
         ap.error("--rate and --seconds must be positive")
 

@@ -127,3 +127,19 @@ def test_latency_during_incremental_snapshot(db: str, consumers: str) -> None:
         assert r["ratio"] == "tidemark_jsonl/debezium_poll10ms" and r["value"] > 0 and r["db"] == db, r
     else:
         assert ratios == []
+
+
+@pytest.mark.parametrize("script", ["pg_snapshot.py", "mysql_snapshot.py", "pg_stream.py", "latency.py"])
+def test_benchmark_refuses_a_repeated_consumer(script: str) -> None:
+    """A consumer named twice would find the first run's slot, state and output and report a
+    figure that measured nothing (seen: a 1.3 s "Kafka snapshot" of 2M rows); it is a usage error
+    before any server starts."""
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / script), "--consumers", "debezium,debezium"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "given more than once: ['debezium']" in proc.stderr
