@@ -214,11 +214,11 @@ def test_decoder_throughput() -> None:
     )
     n = 200_000
     msgs = [msg] * n
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # CPU time: another process sharing the cores does not count
     for m in msgs:
         decode(m)
-    rate = n / (time.perf_counter() - t0)
-    print(f"pgoutput decode: {rate:,.0f} Insert messages/s")
+    rate = n / (time.process_time() - t0)
+    print(f"pgoutput decode: {rate:,.0f} Insert messages per CPU-second")
     assert rate > 150_000  # target is > 300k/s on an idle core; leave room for loaded CI
 
 
