@@ -392,6 +392,50 @@ def test_bad_int_and_bool() -> None:
     assert "tombstones.on.delete=yes is not a boolean (true or false)" in msg
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "bound"),
+    [
+        ("snapshot.max.threads", "0", "at least 1"),
+        ("snapshot.fetch.size", "-5", "0 or more"),
+        ("snapshot.delay.ms", "-1", "0 or more"),
+        ("max.batch.size", "0", "at least 1"),
+        ("poll.interval.ms", "0", "at least 1"),
+        ("status.update.interval.ms", "-10", "at least 1"),
+        ("heartbeat.interval.ms", "-1", "0 or more"),
+        ("tidemark.snapshot.chunk.rows", "0", "at least 1"),
+        ("tidemark.incremental.snapshot.parallelism", "0", "at least 1"),
+        ("debezium.sink.delta.compact.files", "-1", "0 or more"),
+    ],
+)
+def test_numbers_out_of_debeziums_range_are_refused(key: str, value: str, bound: str) -> None:
+    """The ranges Debezium 3.6's validators accept (isPositiveInteger: 1 and more, isNonNegative*:
+    0 and more), and Tidemark's own for its properties: refused before anything starts, never
+    clamped or passed on to a reader as a negative fetch size."""
+    msg = errors_of(plain(**{key.replace(".", "__"): value}))
+    assert f"{key}={value} is out of range: it must be {bound}" in msg
+
+
+def test_numbers_at_the_bottom_of_the_range_are_accepted() -> None:
+    cfg = from_mapping(
+        plain(
+            snapshot__fetch__size="0",
+            incremental__snapshot__chunk__size="0",
+            heartbeat__interval__ms="0",
+            snapshot__max__threads="1",
+            max__batch__size="1",
+            max__queue__size="2",
+            debezium__sink__delta__compact__files="0",
+        )
+    )
+    assert cfg.source.snapshot_max_threads == 1 and cfg.source.snapshot_fetch_size == 0
+
+
+def test_the_mysql_server_id_must_be_positive() -> None:
+    flat = {**plain(), "connector.class": "mysql", "database.server.id": "0"}
+    flat.pop("database.dbname")
+    assert "database.server.id=0 is out of range: it must be at least 1" in errors_of(flat)
+
+
 def test_all_problems_in_one_error() -> None:
     flat = plain(database__hostname=None, database__dbname=None, topic__prefix=None)
     flat.pop("debezium.sink.type")

@@ -66,10 +66,18 @@ class Prop:
     default: Any = None
     choices: tuple[str, ...] = ()
     description: str = ""
+    at_least: int | None = None  # an int property's smallest valid value (Debezium's validator)
 
 
-def P(name: str, type: PropType, default: Any = None, choices: tuple[str, ...] = ()) -> Prop:  # noqa: N802
-    return Prop(name, type, default, choices)
+def P(  # noqa: N802
+    name: str,
+    type: PropType,
+    default: Any = None,
+    choices: tuple[str, ...] = (),
+    *,
+    at_least: int | None = None,
+) -> Prop:
+    return Prop(name, type, default, choices, at_least=at_least)
 
 
 # --------------------------------------------------------------------------- connector classes
@@ -128,12 +136,12 @@ SNAPSHOT_MODE_HINT: dict[Connector, str] = {
 COMMON: tuple[Prop, ...] = (
     P("name", "str"),  # tidemark: defaults to topic.prefix
     P("connector.class", "str"),
-    P("heartbeat.interval.ms", "int", 0),
+    P("heartbeat.interval.ms", "int", 0, at_least=0),
     P("binary.handling.mode", "enum", "bytes", choices(BinaryMode)),
     P("column.exclude.list", "regex-list"),
     P("column.include.list", "regex-list"),
     P("column.propagate.source.type", "regex-list"),
-    P("connection.validation.timeout.ms", "int", 60000),
+    P("connection.validation.timeout.ms", "int", 60000, at_least=1),
     P("converters", "str"),
     P("custom.metric.tags", "list"),
     P(
@@ -151,15 +159,15 @@ COMMON: tuple[Prop, ...] = (
     P("errors.max.retries", "int", -1),
     P("event.converting.failure.handling.mode", "enum", "warn", ("fail", "skip", "warn")),
     P("event.processing.failure.handling.mode", "enum", "fail", choices(FailureMode)),
-    P("executor.shutdown.timeout.ms", "int", 4000),
+    P("executor.shutdown.timeout.ms", "int", 4000, at_least=1),
     P("extended.headers.enabled", "bool", True),  # the __debezium.context.* headers (sinks/__init__.py)
     P("field.name.adjustment.mode", "enum", "none", choices(NameAdjustment)),
     P("guardrail.collections.limit.action", "enum", "warn", ("fail", "warn")),
-    P("guardrail.collections.max", "int", 0),
+    P("guardrail.collections.max", "int", 0, at_least=0),
     P("heartbeat.action.query", "str"),
     P("include.schema.comments", "bool", False),
     P("incremental.snapshot.allow.schema.changes", "bool", False),
-    P("incremental.snapshot.chunk.size", "int", 1024),
+    P("incremental.snapshot.chunk.size", "int", 1024, at_least=0),
     P(
         "incremental.snapshot.watermarking.strategy",
         "enum",
@@ -170,9 +178,9 @@ COMMON: tuple[Prop, ...] = (
     P("internal.log.position.check.enable", "bool", True),
     P("internal.snapshot.scan.all.columns.force", "bool", False),
     P("legacy.snapshot.max.threads", "bool", False),
-    P("max.batch.size", "int", 2048),
-    P("max.queue.size", "int", 8192),
-    P("max.queue.size.in.bytes", "int", 0),
+    P("max.batch.size", "int", 2048, at_least=1),
+    P("max.queue.size", "int", 8192, at_least=1),
+    P("max.queue.size.in.bytes", "int", 0, at_least=0),
     P("memory.management.schemas.class", "str", "io.debezium.relational.ConcurrentMapTableMappingStorage"),
     P("memory.management.tables.class", "str", "io.debezium.relational.ConcurrentMapTableMappingStorage"),
     P("message.key.columns", "str"),
@@ -185,13 +193,13 @@ COMMON: tuple[Prop, ...] = (
     P("openlineage.integration.job.namespace", "str"),
     P("openlineage.integration.job.owners", "list"),
     P("openlineage.integration.job.tags", "list"),
-    P("poll.interval.ms", "int", 500),
+    P("poll.interval.ms", "int", 500, at_least=1),
     P("post.processors", "str"),
     P("provide.transaction.metadata", "bool", False),
-    P("query.fetch.size", "int", 0),
+    P("query.fetch.size", "int", 0, at_least=0),
     P("queue.provider.type", "str", "memory"),
     P("read.only", "bool", False),
-    P("retriable.restart.connector.wait.ms", "int", 10000),
+    P("retriable.restart.connector.wait.ms", "int", 10000, at_least=1),
     P("schema.exclude.list", "regex-list"),
     P("schema.include.list", "regex-list"),
     P("schema.name.adjustment.mode", "enum", "none", choices(NameAdjustment)),
@@ -200,18 +208,18 @@ COMMON: tuple[Prop, ...] = (
     P("signal.file", "str"),
     P("signal.kafka.bootstrap.servers", "str"),
     P("signal.kafka.groupId", "str", "kafka-signal"),
-    P("signal.kafka.poll.timeout.ms", "int", 0),
+    P("signal.kafka.poll.timeout.ms", "int", 0, at_least=0),
     P("signal.kafka.topic", "str"),
-    P("signal.poll.interval.ms", "int", 5000),
+    P("signal.poll.interval.ms", "int", 5000, at_least=1),
     P("skip.messages.without.change", "bool", False),
     P("skipped.operations", "list", ["t"], choices(Operation)),
-    P("snapshot.delay.ms", "int", 0),
-    P("snapshot.fetch.size", "int"),
+    P("snapshot.delay.ms", "int", 0, at_least=0),
+    P("snapshot.fetch.size", "int", at_least=0),
     P("snapshot.include.collection.list", "regex-list"),
     P("snapshot.lock.timeout.ms", "int", 10000),
     P("snapshot.locking.mode.custom.name", "str"),
-    P("snapshot.max.threads", "int", 1),
-    P("snapshot.max.threads.multiplier", "int", 1),
+    P("snapshot.max.threads", "int", 1, at_least=1),
+    P("snapshot.max.threads.multiplier", "int", 1, at_least=1),
     P("snapshot.mode.configuration.based.snapshot.data", "bool", False),
     P("snapshot.mode.configuration.based.snapshot.on.data.error", "bool", False),
     P("snapshot.mode.configuration.based.snapshot.on.schema.error", "bool", False),
@@ -223,7 +231,7 @@ COMMON: tuple[Prop, ...] = (
     P("snapshot.select.statement.overrides", "str"),
     P("snapshot.tables.order.by.row.count", "enum", "disabled", choices(SnapshotTableOrder)),
     P("statistics.metrics.enabled", "bool", True),
-    P("streaming.delay.ms", "int", 0),
+    P("streaming.delay.ms", "int", 0, at_least=0),
     P("table.exclude.list", "regex-list"),
     P("table.ignore.builtin", "bool", True),
     P("table.include.list", "regex-list"),
@@ -266,7 +274,7 @@ POSTGRES: tuple[Prop, ...] = (
     P("interval.handling.mode", "enum", "numeric", choices(IntervalMode)),
     P("lsn.flush.mode", "enum", None, ("connector", "connector_and_driver", "manual")),
     P("lsn.flush.timeout.action", "enum", "fail", ("fail", "ignore", "warn")),
-    P("lsn.flush.timeout.ms", "int", 30000),
+    P("lsn.flush.timeout.ms", "int", 30000, at_least=1),
     P("message.prefix.exclude.list", "regex-list"),
     P("message.prefix.include.list", "regex-list"),
     P("money.fraction.digits", "int", 2),
@@ -307,27 +315,27 @@ POSTGRES: tuple[Prop, ...] = (
     P("snapshot.locking.mode", "enum", "none", choices(PgSnapshotLocking)),
     P("snapshot.mode", "enum", "initial", choices(PgSnapshotMode)),
     P("sourceinfo.struct.maker", "str", "io.debezium.connector.postgresql.PostgresSourceInfoStructMaker"),
-    P("status.update.interval.ms", "int", 10000),
+    P("status.update.interval.ms", "int", 10000, at_least=1),
     P("time.precision.mode", "enum", "adaptive", choices(PgTimePrecision)),
     P("topic.naming.strategy", "str", "io.debezium.schema.SchemaTopicNamingStrategy"),
-    P("xmin.fetch.interval.ms", "int", 0),
+    P("xmin.fetch.interval.ms", "int", 0, at_least=0),
 )
 
 # --------------------------------------------------------------------------- MySQL (and MariaDB)
 MYSQL: tuple[Prop, ...] = (
     P("bigint.unsigned.handling.mode", "enum", "long", choices(BigintUnsignedMode)),
-    P("binlog.buffer.size", "int", 0),
-    P("binlog.net.read.timeout", "int", 0),
-    P("binlog.net.write.timeout", "int", 0),
+    P("binlog.buffer.size", "int", 0, at_least=0),
+    P("binlog.net.read.timeout", "int", 0, at_least=0),
+    P("binlog.net.write.timeout", "int", 0, at_least=0),
     P("connect.keep.alive", "bool", True),
-    P("connect.keep.alive.interval.ms", "int", 60000),
-    P("connect.timeout.ms", "int", 30000),
+    P("connect.keep.alive.interval.ms", "int", 60000, at_least=1),
+    P("connect.timeout.ms", "int", 30000, at_least=1),
     P("database.exclude.list", "regex-list"),
     P("database.include.list", "regex-list"),
     P("database.jdbc.driver", "str", "com.mysql.cj.jdbc.Driver"),
     P("database.port", "int", 3306),
     P("database.protocol", "str", "jdbc:mysql"),
-    P("database.server.id", "int"),  # Debezium picks a random id in 5400..6399 when unset
+    P("database.server.id", "int", at_least=1),  # Debezium picks a random id in 5400..6399 when unset
     P("database.server.id.offset", "int", 10000),
     P("database.ssl.keystore", "str"),
     P("database.ssl.keystore.password", "password"),
@@ -344,7 +352,7 @@ MYSQL: tuple[Prop, ...] = (
     P("include.query", "bool", False),
     P("include.schema.changes", "bool", True),
     P("inconsistent.schema.handling.mode", "enum", "fail", ("fail", "ignore", "skip", "warn")),
-    P("min.row.count.to.stream.results", "int", 1000),
+    P("min.row.count.to.stream.results", "int", 1000, at_least=0),
     P("schema.history.internal.name", "str"),
     P("schema.history.internal.prefer.ddl", "bool", False),
     P("schema.history.internal.skip.unparseable.ddl", "bool", False),
@@ -709,34 +717,34 @@ SERVER_PROPERTIES: dict[str, Prop] = {
         P("debezium.sink.delta.table.path", "str"),  # default <warehouse>/<topic.prefix>/changelog
         # The change log is compacted after this many added files (0: never; commits slow down
         # with the table's file count).
-        P("debezium.sink.delta.compact.files", "int", 200),
+        P("debezium.sink.delta.compact.files", "int", 200, at_least=0),
         P("debezium.sink.kafka.topic.creation.enable", "bool", True),
         P("debezium.sink.kafka.topic.creation.partitions", "int", -1),
         P("debezium.sink.kafka.topic.creation.replication.factor", "int", -1),
-        P("debezium.sink.kafka.flush.timeout.ms", "int"),
+        P("debezium.sink.kafka.flush.timeout.ms", "int", at_least=0),
         P("debezium.format.key", "enum", "json", choices(WireFormat)),
         P("debezium.format.value", "enum", "json", choices(WireFormat)),
         P("debezium.format.key.schemas.enable", "bool", True),
         P("debezium.format.value.schemas.enable", "bool", True),
         P("tidemark.warehouse", "str", "./warehouse"),
         # Records per sink commit: consecutive full source batches are merged up to this size.
-        P("tidemark.commit.max.events", "int", 4096),
+        P("tidemark.commit.max.events", "int", 4096, at_least=1),
         # Offset-table saves (for Kafka/jsonl) at most this often; the source is acknowledged after.
-        P("tidemark.offsets.flush.interval.ms", "int", 1000),
+        P("tidemark.offsets.flush.interval.ms", "int", 1000, at_least=0),
         # Snapshots: the Spark master the snapshot job runs on, and rows per primary-key chunk.
         P("tidemark.spark.master", "str", "local[*]"),
         # The driver JVM loads Spark's classes from an archive the first job writes (JDK AppCDS).
         P("tidemark.spark.class.cache", "bool", True),
-        P("tidemark.snapshot.chunk.rows", "int", 100000),
+        P("tidemark.snapshot.chunk.rows", "int", 100000, at_least=1),
         # Until Spark's workers are up, the driver reads chunks itself (spark_jobs/chunk_lanes.py).
         P("tidemark.snapshot.read.during.spark.start", "bool", True),
         # MySQL/MariaDB: Debezium's lock-based consistent read, or lock-free per-chunk watermarks.
         P("tidemark.snapshot.mysql.method", "enum", "locking", choices(MySqlSnapshotMethod)),
         # Incremental snapshots: no new chunk while the stream lags more than this (the stream first).
-        P("tidemark.incremental.snapshot.max.stream.lag.ms", "int", 1000),
+        P("tidemark.incremental.snapshot.max.stream.lag.ms", "int", 1000, at_least=0),
         # Who reads the chunks: a thread of the connector, one at a time, or the Spark job, in parallel.
         P("tidemark.incremental.snapshot.reader", "enum", "thread", choices(IncrementalReader)),
-        P("tidemark.incremental.snapshot.parallelism", "int", 4),
+        P("tidemark.incremental.snapshot.parallelism", "int", 4, at_least=1),
         # Airflow (dags/, plugins/): where the database connection comes from, scheduled snapshots.
         P("tidemark.airflow.connection.id", "str"),
         P("tidemark.airflow.snapshot.schedule", "str"),

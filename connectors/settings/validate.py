@@ -259,7 +259,9 @@ def validate(raw: dict[str, str], server_shape: bool, path: Path | None) -> Vali
                 if low in alias_vals:
                     value_text = alias_vals[low]
                     warnings.append(f"{orig}={text} is deprecated; use {orig}={value_text} instead")
-            value = _convert(orig, prop.type, prop.choices, value_text, problems)
+            value = _at_least(
+                orig, prop, _convert(orig, prop.type, prop.choices, value_text, problems), problems
+            )
             if value is not None:
                 source[ck] = value
                 source_text[ck] = text
@@ -296,7 +298,7 @@ def validate(raw: dict[str, str], server_shape: bool, path: Path | None) -> Vali
         if prop is not None:
             if text.strip() == "":
                 continue
-            value = _convert(key, prop.type, prop.choices, text, problems)
+            value = _at_least(key, prop, _convert(key, prop.type, prop.choices, text, problems), problems)
             if value is not None:
                 server[key] = value
             continue
@@ -405,9 +407,6 @@ def validate(raw: dict[str, str], server_shape: bool, path: Path | None) -> Vali
             f"tidemark.incremental.snapshot.reader=spark cannot be used with {full('read.only')}=true: read-only "
             "snapshots find each chunk's window by GTIDs, one chunk at a time; use reader=thread"
         )
-    par = server.get("tidemark.incremental.snapshot.parallelism")
-    if isinstance(par, int) and par < 1:
-        problems.append(f"tidemark.incremental.snapshot.parallelism={par} must be at least 1")
     if connector == "postgres" and server.get("tidemark.snapshot.mysql.method") == "watermarks":
         problems.append(
             "tidemark.snapshot.mysql.method=watermarks applies to MySQL/MariaDB only: a PostgreSQL snapshot reads "
@@ -429,8 +428,6 @@ def validate(raw: dict[str, str], server_shape: bool, path: Path | None) -> Vali
             "microseconds) or connect"
         )
     batch, queue = source.get("max.batch.size"), source.get("max.queue.size")
-    if isinstance(batch, int) and batch <= 0:
-        problems.append(f"{full('max.batch.size')}={batch} must be a positive integer")
     if isinstance(batch, int) and isinstance(queue, int) and queue <= batch:
         problems.append(
             f"{full('max.queue.size')}={queue} must be larger than {full('max.batch.size')}={batch}"
@@ -483,6 +480,18 @@ def validate(raw: dict[str, str], server_shape: bool, path: Path | None) -> Vali
         {ck: full(ck) for ck in source},
         sanitize,
     )
+
+
+def _at_least(key: str, prop: Prop, value: Any, problems: list[str]) -> Any:
+    """`value`, or None after recording a problem when it is below the property's smallest valid
+    value (the range Debezium's own validator accepts)."""
+    low = prop.at_least
+    if low is None or not isinstance(value, int) or isinstance(value, bool) or value >= low:
+        return value
+    problems.append(
+        f"{key}={value} is out of range: it must be {'0 or more' if low == 0 else f'at least {low}'}"
+    )
+    return None
 
 
 def _check(problems: list[str], parse: Any, *args: Any) -> None:
