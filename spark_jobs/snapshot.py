@@ -48,6 +48,7 @@ from connectors.state.pagecache import drop_cached
 from spark_jobs import class_cache
 from spark_jobs.arrow_probe import skip_pandas_probe, skip_pyspark_pandas_check
 from spark_jobs.chunk_lanes import ChunkLanes
+from spark_jobs.jvm_stderr import JvmStderr
 from spark_jobs.snapshot_tasks import ChunkResult, ChunkSpec, run_chunk, warm_worker, write_chunk
 
 log = logging.getLogger("tidemark.snapshot")
@@ -134,18 +135,48 @@ _CLASS_CACHE: class_cache.ClassCache | None = None
 
 
 def _start(cfg: ConnectorConfig, conf: dict[str, str]) -> Any:
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.master(cfg.runtime.spark_master).appName(f"tidemark-snapshot-{cfg.name}")
+    options = {"spark.master": cfg.runtime.spark_master, "spark.app.name": f"tidemark-snapshot-{cfg.name}"}
     for k, v in conf.items():
         if k == "spark.driver.extraJavaOptions" and _CLASS_CACHE is not None:
             v = f"{v} {_CLASS_CACHE.java_options()}"
+        options[k] = v
+    if SparkContext._active_spark_context is None:
+        # The JVM is launched here, not by SparkContext, so that its stderr comes through a
+        # pipe of ours: a failed start is reported in the JVM's own words (jvm_stderr.py).
+        spark_conf = SparkConf().setAll(list(options.items()))
+        stderr = JvmStderr()
+        launching = SparkContext._gateway is None  # else spark-submit (or an earlier try) started it
+        try:
+            gateway = launch_gateway(spark_conf, stderr.popen_kwargs()) if launching else None
+            launching = False
+            SparkContext(conf=spark_conf, gateway=gateway)
+        except Exception as e:
+            raise _JvmFailed(stderr.reason() if launching else None) from e
+        finally:
+            stderr.started()
+    builder = SparkSession.builder
+    for k, v in options.items():
         builder = builder.config(k, v)
     return builder.getOrCreate()
 
 
+class _JvmFailed(Exception):
+    """Spark did not start; `reason` is what the JVM said (None: it said nothing we could read)."""
+
+    def __init__(self, reason: str | None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 def _not_started(cfg: ConnectorConfig, e: Exception) -> TerminalError:
-    first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    cause = e.__cause__ if isinstance(e, _JvmFailed) and e.__cause__ is not None else e
+    first = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+    if isinstance(e, _JvmFailed) and e.reason:  # the JVM's words say more than PySpark's
+        first = "the driver JVM exited: " + e.reason.removeprefix('Exception in thread "main" ')
     return TerminalError(
         f"Spark could not start (tidemark.spark.master={cfg.runtime.spark_master}): {first}",
         "check tidemark.spark.master and tidemark.spark.conf.*, and that Java 17 is installed (java -version); "

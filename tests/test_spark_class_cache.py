@@ -143,6 +143,9 @@ def test_an_archive_is_kept_when_spark_fails_for_another_reason(tmp_path: Path) 
     p = _run(tmp_path, "tidemark.spark.master=nonsense://nowhere")
     assert p.returncode != 0
     assert "Spark could not start (tidemark.spark.master=nonsense://nowhere)" in p.stderr
+    # in the JVM's own words, without its stack trace (spark_jobs/jvm_stderr.py)
+    assert "the driver JVM exited: org.apache.spark.SparkException: Master must" in p.stderr
+    assert "\tat org.apache.spark" not in p.stderr
     assert "did not start with the class-data archive" not in p.stderr
     assert archive.read_bytes() == b"not an archive"
 
