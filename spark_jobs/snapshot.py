@@ -22,6 +22,7 @@ import argparse
 import glob
 import logging
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -593,6 +594,7 @@ def _run(cfg: ConnectorConfig, spark: Any, notices: Any) -> Outcome:
         if not decision.snapshot:
             notices.skipped()
             return Outcome(decision)
+        snap.check_overrides()  # the server's verdict on each SELECT override, before anything starts
         delay = src.snapshot_delay_ms
         if delay > 0:
             log.info("snapshot: waiting snapshot.delay.ms=%d before starting", delay)
@@ -692,7 +694,8 @@ def run_blocking(request: dict[str, Any], *, spark: Any = None) -> Outcome:
     from connectors.snapshot.blocking import progress_key
 
     base = from_mapping(request["raw"])
-    cfg = blocking_config(base, list(request["tables"]), dict(request.get("conditions") or {}))
+    conditions = dict(request.get("conditions") or {})
+    cfg = blocking_config(base, list(request["tables"]), conditions)
     sid = str(request["snapshot_id"])
     mysql = cfg.connector != "postgres"
     mod: Any
@@ -709,6 +712,13 @@ def run_blocking(request: dict[str, Any], *, spark: Any = None) -> Outcome:
     watermarks = mysql and cfg.runtime.snapshot_mysql_method == "watermarks"
     readers = {"readers": _threads(cfg)} if mysql and not watermarks else {}
     snap = (mod.MySqlSnapshotter if mysql else mod.PgSnapshotter)(cfg)
+    try:
+        snap.check_overrides(
+            {t: f"the execute-snapshot signal's additional-conditions for {t}" for t in conditions}
+        )
+    except BaseException:
+        snap.close()
+        raise
     notifier = Notifier.from_config(cfg)
     notices = notifier.initial_snapshot  # Debezium's blocking snapshot sends the initial snapshot's
     if spark is None and (not mysql or watermarks):
@@ -1017,6 +1027,7 @@ def _result(fut: Future[ChunkResult], chunk: Chunk) -> ChunkResult:
         text = str(e).strip().splitlines()
         tidemark = [ln for ln in text if "TerminalError" in ln or "TransientError" in ln]
         detail = (tidemark or text or [type(e).__name__])[-1]
+        detail = re.sub(r"^[\w.]*(?:Terminal|Transient)Error: ", "", detail)  # our own message: no class name
         raise TerminalError(
             f"snapshot chunk {chunk.index} of {chunk.table} failed: {detail}",
             "fix the cause and start again: finished chunks are kept, the snapshot resumes with the rest",

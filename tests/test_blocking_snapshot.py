@@ -187,6 +187,14 @@ def source_channel_under_writes(s: Setup, tmp_path: Path) -> None:
     assert "streaming paused for blocking snapshot" in text and "streaming resumes" in text
 
 
+def _server_refused(s: Setup) -> list[tuple[str, dict[str, str]]]:
+    """A condition the signal check passes (its columns and functions are the table's and
+    allowed) that the server refuses: PostgreSQL types the literal. The snapshot job asks the
+    database before it reads (no Spark started), fails with the condition named, and streaming
+    goes on. (MariaDB compares an integer with any text, so it has no such case.)"""
+    return [("blk-type", {"filter": "qty < 'many'"})] if s.dialect == "postgres" else []
+
+
 def conditions_and_bad_input(s: Setup, tmp_path: Path) -> None:
     """Through the Delta channel (`tidemark signal`), with a whole SELECT as the filter
     (Debezium's blocking form): only the matching rows are read, and streaming goes on after.
@@ -202,6 +210,7 @@ def conditions_and_bad_input(s: Setup, tmp_path: Path) -> None:
                     "blk-sub",
                     {"filter": f"SELECT * FROM {s.ns}.bench WHERE id IN (SELECT id FROM debezium_signal)"},
                 ),
+                *_server_refused(s),
             ):
                 s.source_signal(
                     sid,
@@ -217,7 +226,8 @@ def conditions_and_bad_input(s: Setup, tmp_path: Path) -> None:
                 "execute-snapshot",
                 {"type": "blocking", "data-collections": [f"{s.ns}.nothere"]},
             )
-            wait_until(lambda: len(s.errors()) >= 3, 60, "the bad blocking signals refused")
+            bad = 3 + len(_server_refused(s))
+            wait_until(lambda: len(s.errors()) >= bad, 60, "the bad blocking signals refused")
             s.cli_signal(
                 "execute-snapshot",
                 "--type",
@@ -227,7 +237,7 @@ def conditions_and_bad_input(s: Setup, tmp_path: Path) -> None:
                 "--filter",
                 f"{s.ns}.bench=SELECT * FROM {s.ns}.bench WHERE qty < 10",
             )
-            _wait_completed(s, 1, log, errors=3)
+            _wait_completed(s, 1, log, errors=bad)
             s.sql("INSERT INTO bench VALUES (%s, 'after', 1, 'x')", (10**8,))
             wait_until(lambda: _streamed(s, 10**8), 60, "a change streamed after the snapshot")
     finally:
@@ -236,6 +246,10 @@ def conditions_and_bad_input(s: Setup, tmp_path: Path) -> None:
     assert "must be one condition" in errors["blk-inject"], errors
     assert "only (it reads debezium_signal)" in errors["blk-sub"], errors
     assert "matches no captured table" in errors["blk-nothere"], errors
+    if _server_refused(s):
+        refused = errors["blk-type"]
+        assert refused.startswith(f"the execute-snapshot signal's additional-conditions for {s.ns}.bench: ")
+        assert "the database refused it: invalid input syntax for type integer" in refused, refused
     (two,) = _snapshots(s)
     assert all(p["after"]["qty"] < 10 for p in two)  # additional-conditions honoured
     assert len(two) >= ROWS // 20, len(two)  # bench's fill gives a tenth of the rows qty < 10

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import cdc
+import pytest
 from mycdc import purge_binlogs, write_config
 
 from connectors.settings.config import load
@@ -180,3 +181,43 @@ def test_when_needed_resnapshots_after_a_purged_binlog(
     assert cdc.stream_until_caught_up(cfg) == 1  # from the new view's position
     recs = cdc.read_jsonl(tmp_path / "when_needed.jsonl")
     assert sorted(cdc.replay(recs)) == list(range(1, 23))
+
+
+def test_an_override_the_database_refuses_stops_before_the_lock(
+    mariadb: Any, mariadb_database: str, tmp_path: Path
+) -> None:
+    """A column MariaDB does not know is refused with the property's name before the snapshot
+    takes its global read lock or records a plan; the corrected statement then snapshots."""
+    from connectors.api import TerminalError
+    from connectors.snapshot.progress import SnapshotProgress
+
+    db = mariadb_database
+    mariadb.execute("CREATE TABLE bench (id bigint PRIMARY KEY, name varchar(64), qty int)", database=db)
+    _rows(mariadb, db, range(1, 31))
+    key = f"snapshot.select.statement.overrides.{db}.bench"
+
+    def config(sql: str) -> Any:
+        path = write_config(
+            tmp_path / "c.properties",
+            mariadb,
+            server_id=7451,
+            db=db,
+            sinks="jsonl",
+            jsonl=tmp_path / "out.jsonl",
+            snapshot__mode="initial_only",
+            **{key: sql},
+        )
+        return load(path)
+
+    for sql, reason in (
+        (f"SELECT id, nme FROM {db}.bench", "Unknown column 'nme' in 'SELECT'"),
+        (f"SELECT * FROM {db}.bench WHERE nosuch > 1", "Unknown column 'nosuch' in 'WHERE'"),
+    ):
+        cfg = config(sql)
+        with pytest.raises(TerminalError) as err:
+            job.run(cfg)
+        assert str(err.value).startswith(f"{key}: the database refused it: {reason}"), err.value
+        assert "nothing was started" in str(err.value.hint)
+        assert SnapshotProgress(cfg.warehouse, cfg.name).latest() is None
+    out = job.run(config(f"SELECT * FROM {db}.bench WHERE qty > 20"))
+    assert out.rows == 10

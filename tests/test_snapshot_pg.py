@@ -284,6 +284,49 @@ def test_bad_inputs_stop_with_a_clear_message(pg: Any, pg_database: str, tmp_pat
     assert state is not None and not state.completed
 
 
+def test_an_override_the_database_refuses_stops_before_anything_starts(
+    pg: Any, pg_database: str, tmp_path: Path, spark: Any
+) -> None:
+    """sqlglot checks an override's shape at load; its columns and types only the server knows.
+    A misspelt column is refused with the property's name before the slot exists (no WAL held
+    for a snapshot that never ran); an error only reading the rows can raise names the table
+    and the override; the corrected statement then snapshots."""
+    from connectors.api import TerminalError
+
+    _fill(pg.dsn(dbname=pg_database), 3000)
+    key = "snapshot.select.statement.overrides.public.items"
+
+    def attempt(sql: str) -> Any:
+        cfg = _mode_config(
+            pg, pg_database, tmp_path, "initial", tidemark__snapshot__chunk__rows=1000, **{key: sql}
+        )
+        return cfg, job.run(cfg, spark=spark)
+
+    for sql, reason in (
+        ("SELECT id, nme FROM public.items", 'column "nme" does not exist'),
+        ("SELECT * FROM public.items WHERE price > 'cheap'", "invalid input syntax for type numeric"),
+    ):
+        with pytest.raises(TerminalError) as err:
+            attempt(sql)
+        assert str(err.value).startswith(f"{key}: the database refused it: {reason}"), err.value
+        assert "nothing was started" in str(err.value.hint)
+        assert pg.scalar("SELECT count(*) FROM pg_replication_slots") == 0
+    cfg = _mode_config(pg, pg_database, tmp_path, "initial")
+    assert SnapshotProgress(cfg.warehouse, cfg.name).latest() is None
+    # valid to the planner, refused by a row (the 2,000th): the read's error names the override
+    with pytest.raises(TerminalError) as err:
+        attempt("SELECT * FROM public.items WHERE id > 1 / (id - 2000)")
+    assert f"of public.items failed: snapshot read of public.items ({key}): division by zero" in str(
+        err.value
+    )
+    # corrected, the snapshot resumes: whichever chunks were read before the failure are kept,
+    # the rest read through the new statement, no row twice (the failed chunk held id 2000)
+    _, out = attempt("SELECT * FROM public.items WHERE id <> 2000")
+    assert out.decision.resume and out.rows == 2999
+    ids = sorted(r["key"]["payload"]["id"] for r in read_jsonl(tmp_path / "initial.jsonl"))
+    assert ids == [i for i in range(1, 3001) if i != 2000]
+
+
 def _snapshot_in_chunks(pg: Any, db: str, tmp_path: Path, **extra: Any) -> Any:
     """`tidemark snapshot` (DEBUG log) of 2,000 rows in chunks of 250, two at a time."""
     _fill(pg.dsn(dbname=db), 2000)

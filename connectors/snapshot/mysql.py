@@ -70,6 +70,7 @@ from connectors.settings.overrides import parse_override
 from connectors.settings.values import compile_regex
 from connectors.snapshot.chunks import Chunk, table_chunks
 from connectors.snapshot.int_bounds import range_boundaries
+from connectors.snapshot.override_check import check_overrides
 from connectors.snapshot.reading import chunk_context, config_of, marked_pieces, select_text
 from connectors.sources.mysql import setup
 from connectors.sources.mysql.connection import current_position
@@ -565,6 +566,27 @@ class MySqlSnapshotter:
             dbs,
         )
         return {(str(d), str(t)): int(n or 0) for d, t, n in cur.fetchall()}
+
+    def check_overrides(self, labels: Mapping[str, str] | None = None) -> None:
+        """Each override of a captured table, tried before any lock is taken (override_check.py)."""
+        check_overrides(
+            self.src.select_overrides, self.source.filters.captures, quote_ident, self._trial, "mysql", labels
+        )
+
+    def _trial(self, query: str) -> str | None:
+        try:
+            with self._conn.cursor() as cur:
+                cur.execute(query)
+        except pymysql.err.MySQLError as e:
+            code = _code(e)
+            if code == 1146:  # no such table: not snapshotted
+                return None
+            if code == 0 or 2000 <= code < 3000:  # the client's (a lost connection): not the statement
+                raise
+            return str(e.args[1]) if len(e.args) > 1 else str(e)
+        finally:
+            self._conn.rollback()  # no transaction left open on the connection the lock takes
+        return None
 
     def _override(self, db: str, table: str) -> Any:
         text = self.src.select_overrides.get(f"{db}.{table}")

@@ -47,6 +47,7 @@ from connectors.settings.values import compile_regex
 from connectors.snapshot.chunks import Chunk, pick_boundaries, range_condition, table_chunks
 from connectors.snapshot.int_bounds import range_boundaries
 from connectors.snapshot.kept import Kept
+from connectors.snapshot.override_check import OVERRIDE, check_overrides
 from connectors.snapshot.reading import chunk_context, config_of, marked_pieces, select_text
 from connectors.sources.postgres import oids, publications, slots
 from connectors.sources.postgres.catalog import list_tables
@@ -124,6 +125,27 @@ class PgSnapshotter:
             return True
         info = slots.slot_info(self._conn, self.src.slot_name)
         return slots.check_resume(info, int(offset.get("lsn_flush", 0)), self.src.slot_name) is None
+
+    def check_overrides(self, labels: Mapping[str, str] | None = None) -> None:
+        """Each override of a captured table, tried before the slot is made (override_check.py)."""
+        check_overrides(
+            self.src.select_overrides,
+            self.filters.captures,
+            lambda name: quote_ident(name, self._conn),
+            self._trial,
+            "postgres",
+            labels,
+        )
+
+    def _trial(self, query: str) -> str | None:
+        with self._conn.cursor() as cur:  # autocommit: a refused statement leaves nothing open
+            try:
+                cur.execute(query)
+            except psycopg2.errors.UndefinedTable:
+                return None
+            except (psycopg2.ProgrammingError, psycopg2.DataError, psycopg2.NotSupportedError) as exc:
+                return exc.diag.message_primary or str(exc).strip().splitlines()[0]
+        return None
 
     # ------------------------------------------------------------------ the view
     def export(self, *, reset: bool, stream: bool = True) -> View:
@@ -473,7 +495,10 @@ def read_chunk(
     fetch = src.snapshot_fetch_size or 10240
     try:
         reader = _READER.get(key, lambda: snapshot_connection(info, params.initial_statements))
-        batches = read_batches(info, query_text, snapshot=snapshot_name, fetch_rows=fetch, connection=reader)
+        what = f"snapshot read of {chunk.table}" + (f" ({OVERRIDE}{chunk.table})" if override else "")
+        batches = read_batches(
+            info, query_text, snapshot=snapshot_name, fetch_rows=fetch, connection=reader, what=what
+        )
         yield from marked_pieces(chunk, ctx, batches, encoder.encode, lambda b: b.num_rows)
     except BaseException:  # a failure, or the task stopped mid-chunk: no half-used connection kept
         _READER.drop()

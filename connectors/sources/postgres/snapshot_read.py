@@ -110,8 +110,12 @@ _TRANSIENT_TEXT = (
 )
 
 
+# ADBC's frame around the server's message: "[libpq] Execution error [PGRES_FATAL_ERROR]: ERROR:  ..."
+_ADBC_FRAME = re.compile(r"^\[libpq\][^\[]*\[PGRES_\w+\]:\s*(?:ERROR:\s+)?")
+
+
 def _translate(exc: Exception, uri: str, what: str, snapshot: str | None) -> TidemarkError:
-    text = _redact(str(exc).strip(), uri)
+    text = _ADBC_FRAME.sub("", _redact(str(exc).strip(), uri))
     first = text.splitlines()[0] if text else type(exc).__name__
     low = text.lower()
     state = str(getattr(exc, "sqlstate", "") or "")
@@ -181,6 +185,7 @@ def read_batches(
     initial_statements: Sequence[str] = (),
     read_ahead: int = 0,
     connection: Any = None,
+    what: str = "snapshot read",
 ) -> Iterator[pa.RecordBatch]:
     """Run `sql` (in a read-only REPEATABLE READ transaction inside the exported `snapshot` when
     given, else as one autocommit statement: its own consistent view) and yield its rows as record batches of at most `fetch_rows` rows, streamed:
@@ -190,10 +195,9 @@ def read_batches(
     `initial_statements` run first, closed at the end. `read_ahead` > 0: that many batches are
     fetched by a background thread while the caller encodes (off by default: no gain measured
     on a busy 2-core machine, where the server and other tasks take the cores). Errors are
-    `TerminalError` / `TransientError`; no message holds the password."""
+    `TerminalError` / `TransientError`, their message led by `what`; none holds the password."""
     if snapshot is not None and not _SNAPSHOT_ID.fullmatch(snapshot):
         raise TerminalError(f"not an exported snapshot id: {snapshot!r}")
-    what = "snapshot read"
     conn = connection if connection is not None else snapshot_connection(conninfo, initial_statements)
     try:
         cur = conn.cursor()
