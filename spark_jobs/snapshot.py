@@ -594,7 +594,7 @@ def _run(cfg: ConnectorConfig, spark: Any, notices: Any) -> Outcome:
         if not decision.snapshot:
             notices.skipped()
             return Outcome(decision)
-        snap.check_overrides()  # the server's verdict on each SELECT override, before anything starts
+        snap.preflight(stream=decision.stream)  # server settings and SELECT overrides, before anything starts
         delay = src.snapshot_delay_ms
         if delay > 0:
             log.info("snapshot: waiting snapshot.delay.ms=%d before starting", delay)

@@ -221,3 +221,19 @@ def test_an_override_the_database_refuses_stops_before_the_lock(
         assert SnapshotProgress(cfg.warehouse, cfg.name).latest() is None
     out = job.run(config(f"SELECT * FROM {db}.bench WHERE qty > 20"))
     assert out.rows == 10
+
+
+def test_a_stream_needs_a_row_binlog_before_the_snapshot(mariadb_factory: Any, tmp_path: Path) -> None:
+    """As Debezium checks before its snapshot when a stream follows: binlog_format=STATEMENT is
+    refused before the lock, not found after a whole snapshot. initial_only streams nothing, so it
+    snapshots (Debezium does too)."""
+    from connectors.api import TerminalError
+
+    server = mariadb_factory(binlog_format="STATEMENT")
+    server.execute("CREATE DATABASE stmt")
+    server.execute("CREATE TABLE bench (id bigint PRIMARY KEY, name varchar(64), qty int)", database="stmt")
+    _rows(server, "stmt", range(1, 6))
+    with pytest.raises(TerminalError) as err:
+        job.run(_mode_config(server, "stmt", tmp_path, "initial", 7452))
+    assert str(err.value).startswith("binlog_format is STATEMENT, the connector needs ROW")
+    assert job.run(_mode_config(server, "stmt", tmp_path, "initial_only", 7453)).rows == 5

@@ -327,6 +327,24 @@ def test_an_override_the_database_refuses_stops_before_anything_starts(
     assert ids == [i for i in range(1, 3001) if i != 2000]
 
 
+def test_a_server_without_logical_decoding_is_refused_before_anything_starts(
+    pg_factory: Any, tmp_path: Path
+) -> None:
+    """The snapshot's slot needs what streaming needs: the streaming source's check, with its
+    hint, before Spark or a publication is started (not the slot command's bare error)."""
+    from connectors.api import TerminalError
+
+    server = pg_factory(wal_level="replica")
+    server.execute("CREATE DATABASE plain")
+    _fill(server.dsn(dbname="plain"), 5)
+    for mode in ("initial", "initial_only"):
+        with pytest.raises(TerminalError) as err:
+            job.run(_mode_config(server, "plain", tmp_path, mode))
+        assert str(err.value).startswith("wal_level is 'replica' on the server, but logical decoding needs")
+        assert err.value.hint == "run ALTER SYSTEM SET wal_level = logical; then restart PostgreSQL"
+    assert server.scalar("SELECT count(*) FROM pg_publication", dbname="plain") == 0
+
+
 def _snapshot_in_chunks(pg: Any, db: str, tmp_path: Path, **extra: Any) -> Any:
     """`tidemark snapshot` (DEBUG log) of 2,000 rows in chunks of 250, two at a time."""
     _fill(pg.dsn(dbname=db), 2000)

@@ -567,6 +567,14 @@ class MySqlSnapshotter:
         )
         return {(str(d), str(t)): int(n or 0) for d, t, n in cur.fetchall()}
 
+    def preflight(self, *, stream: bool) -> None:
+        """What a snapshot needs of the server, checked before any lock is taken: when a stream
+        follows, the binlog settings and grants streaming needs (as Debezium checks them before its
+        snapshot, so a wrong binlog_format is not found after a whole snapshot); then each override."""
+        if stream:
+            setup.check_server(self._conn)
+        self.check_overrides()
+
     def check_overrides(self, labels: Mapping[str, str] | None = None) -> None:
         """Each override of a captured table, tried before any lock is taken (override_check.py)."""
         check_overrides(

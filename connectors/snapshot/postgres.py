@@ -49,7 +49,7 @@ from connectors.snapshot.int_bounds import range_boundaries
 from connectors.snapshot.kept import Kept
 from connectors.snapshot.override_check import OVERRIDE, check_overrides
 from connectors.snapshot.reading import chunk_context, config_of, marked_pieces, select_text
-from connectors.sources.postgres import oids, publications, slots
+from connectors.sources.postgres import checks, oids, publications, slots
 from connectors.sources.postgres.catalog import list_tables
 from connectors.sources.postgres.connection import PgConnParams, connect, translate_error
 from connectors.sources.postgres.snapshot_read import (
@@ -125,6 +125,14 @@ class PgSnapshotter:
             return True
         info = slots.slot_info(self._conn, self.src.slot_name)
         return slots.check_resume(info, int(offset.get("lsn_flush", 0)), self.src.slot_name) is None
+
+    def preflight(self, *, stream: bool) -> None:
+        """What a snapshot needs of the server, checked before anything starts: a slot (permanent,
+        or temporary for a snapshot without a stream) needs what streaming needs (wal_level=logical,
+        a role that may replicate, free slots), with the hint that fixes it; then each override."""
+        del stream  # PostgreSQL's view always comes from a slot
+        checks.check_server(self._conn, self.params)
+        self.check_overrides()
 
     def check_overrides(self, labels: Mapping[str, str] | None = None) -> None:
         """Each override of a captured table, tried before the slot is made (override_check.py)."""
