@@ -594,7 +594,9 @@ def _run(cfg: ConnectorConfig, spark: Any, notices: Any) -> Outcome:
         if not decision.snapshot:
             notices.skipped()
             return Outcome(decision)
-        snap.preflight(stream=decision.stream)  # server settings and SELECT overrides, before anything starts
+        snap.preflight(
+            stream=decision.stream
+        )  # server settings, grants and overrides, before anything starts
         delay = src.snapshot_delay_ms
         if delay > 0:
             log.info("snapshot: waiting snapshot.delay.ms=%d before starting", delay)
@@ -713,7 +715,7 @@ def run_blocking(request: dict[str, Any], *, spark: Any = None) -> Outcome:
     readers = {"readers": _threads(cfg)} if mysql and not watermarks else {}
     snap = (mod.MySqlSnapshotter if mysql else mod.PgSnapshotter)(cfg)
     try:
-        snap.check_overrides(
+        snap.check_reads(
             {t: f"the execute-snapshot signal's additional-conditions for {t}" for t in conditions}
         )
     except BaseException:

@@ -109,7 +109,7 @@ def test_recovery_rebuilds_a_lost_history_or_refuses_after_ddl(
     assert "ALTER TABLE bench ADD COLUMN note text" in refused.stderr and "Traceback" not in refused.stderr
 
 
-def _mode_config(server: Any, db: str, tmp_path: Path, mode: str, server_id: int) -> Any:
+def _mode_config(server: Any, db: str, tmp_path: Path, mode: str, server_id: int, **extra: Any) -> Any:
     return load(
         write_config(
             tmp_path / f"{mode}.properties",
@@ -120,6 +120,7 @@ def _mode_config(server: Any, db: str, tmp_path: Path, mode: str, server_id: int
             sinks="jsonl",
             jsonl=tmp_path / f"{mode}.jsonl",
             snapshot__mode=mode,
+            **extra,
         )
     )
 
@@ -197,17 +198,7 @@ def test_an_override_the_database_refuses_stops_before_the_lock(
     key = f"snapshot.select.statement.overrides.{db}.bench"
 
     def config(sql: str) -> Any:
-        path = write_config(
-            tmp_path / "c.properties",
-            mariadb,
-            server_id=7451,
-            db=db,
-            sinks="jsonl",
-            jsonl=tmp_path / "out.jsonl",
-            snapshot__mode="initial_only",
-            **{key: sql},
-        )
-        return load(path)
+        return _mode_config(mariadb, db, tmp_path, "initial_only", 7451, **{key: sql})
 
     for sql, reason in (
         (f"SELECT id, nme FROM {db}.bench", "Unknown column 'nme' in 'SELECT'"),
@@ -221,6 +212,71 @@ def test_an_override_the_database_refuses_stops_before_the_lock(
         assert SnapshotProgress(cfg.warehouse, cfg.name).latest() is None
     out = job.run(config(f"SELECT * FROM {db}.bench WHERE qty > 20"))
     assert out.rows == 10
+
+
+def test_a_table_the_user_may_not_read_is_refused_before_the_lock(
+    mariadb: Any, mariadb_database: str, tmp_path: Path, unique_name: Any
+) -> None:
+    """A captured table the user may not SELECT is refused, naming it and the GRANT, before the
+    global read lock (before, the schema read under the lock stopped on PyMySQL's traceback); so
+    is a user who may not read the binlog position, which even initial_only needs.
+    A table the user holds no privilege on is hidden from it, so not captured (as for Debezium).
+    An uncaptured table whose definition the user may not read names the two ways out."""
+    from connectors.api import TerminalError
+    from connectors.snapshot.progress import SnapshotProgress
+
+    db, user = mariadb_database, unique_name("reader")
+    for table in ("bench", "partial", "hidden"):
+        mariadb.execute(
+            f"CREATE TABLE {table} (id bigint PRIMARY KEY, name varchar(64), qty int)", database=db
+        )
+    _rows(mariadb, db, range(1, 31))
+    mariadb.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'pw'")
+    try:
+        mariadb.execute(
+            f"GRANT RELOAD, SHOW DATABASES, LOCK TABLES, REPLICATION SLAVE ON *.* TO '{user}'@'%'"
+        )
+        mariadb.execute(f"GRANT SELECT ON {db}.bench TO '{user}'@'%'")
+        mariadb.execute(f"GRANT SELECT (id) ON {db}.partial TO '{user}'@'%'")
+
+        config = partial(
+            _mode_config,
+            mariadb,
+            db,
+            tmp_path,
+            "initial_only",
+            7452,
+            database__user=user,
+            database__password="pw",
+        )
+
+        cfg = config()
+        with pytest.raises(TerminalError) as err:
+            job.run(cfg)
+        assert str(err.value).startswith("database.user may not read the binlog position: Access denied")
+        assert "BINLOG MONITOR" in str(err.value.hint)
+        mariadb.execute(f"GRANT BINLOG MONITOR ON *.* TO '{user}'@'%'")
+        with pytest.raises(TerminalError) as err:
+            job.run(cfg)
+        assert str(err.value).splitlines()[0] == (
+            f"database.user '{user}'@'%' may not read a table the snapshot reads: {db}.partial (no SELECT)"
+        ), err.value
+        assert f"GRANT SELECT ON `{db}`.`partial` TO '{user}'@'%'" in str(err.value.hint)
+        assert SnapshotProgress(cfg.warehouse, cfg.name).latest() is None
+        # not captured, but the schema history reads every definition of the database
+        with pytest.raises(TerminalError) as err:
+            job.run(config(table__include__list=f"{db}.bench"))
+        assert f"may not read the definition of {db}.partial (not captured" in str(err.value)
+        assert "store.only.captured.tables.ddl=true" in str(err.value.hint)
+        out = job.run(
+            config(
+                table__include__list=f"{db}.bench",
+                schema__history__internal__store__only__captured__tables__ddl="true",
+            )
+        )
+        assert out.rows == 30
+    finally:
+        mariadb.execute(f"DROP USER '{user}'@'%'")
 
 
 def test_a_stream_needs_a_row_binlog_before_the_snapshot(mariadb_factory: Any, tmp_path: Path) -> None:

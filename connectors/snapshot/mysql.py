@@ -69,6 +69,7 @@ from connectors.settings.model import MySqlSettings
 from connectors.settings.overrides import parse_override
 from connectors.settings.values import compile_regex
 from connectors.snapshot.chunks import Chunk, table_chunks
+from connectors.snapshot.grant_check import Denied, refuse_unreadable
 from connectors.snapshot.int_bounds import range_boundaries
 from connectors.snapshot.override_check import check_overrides
 from connectors.snapshot.reading import chunk_context, config_of, marked_pieces, select_text
@@ -78,7 +79,7 @@ from connectors.sources.mysql.ddl import TableChange
 from connectors.sources.mysql.history import SNAPSHOT_EVENT, schema_change_value
 from connectors.sources.mysql.model import Table, Tables
 from connectors.sources.mysql.snapshot_read import SESSION_STATEMENTS, SnapshotRows, TextResult, quote_ident
-from connectors.sources.mysql.source import SYSTEM_DBS, MySqlSource
+from connectors.sources.mysql.source import SYSTEM_DBS, TABLE_TYPES, MySqlSource
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +99,9 @@ METHOD_WATERMARKS = "watermarks"  # tidemark.snapshot.mysql.method of the lock-f
 def _settings(cfg: ConnectorConfig) -> MySqlSettings:
     assert isinstance(cfg.source, MySqlSettings)
     return cfg.source
+
+
+_DENIED = {1142: "no SELECT", 1143: "no SELECT on some of its columns"}  # table/column access denied
 
 
 def _code(e: BaseException) -> int:
@@ -570,10 +574,55 @@ class MySqlSnapshotter:
     def preflight(self, *, stream: bool) -> None:
         """What a snapshot needs of the server, checked before any lock is taken: when a stream
         follows, the binlog settings and grants streaming needs (as Debezium checks them before its
-        snapshot, so a wrong binlog_format is not found after a whole snapshot); then each override."""
+        snapshot, so a wrong binlog_format is not found after a whole snapshot); the binlog
+        position; SELECT on each table it reads; then each override."""
         if stream:
             setup.check_server(self._conn)
-        self.check_overrides()
+        with self._conn.cursor() as cur:
+            current_position(cur)  # a snapshot needs its binlog position even when no stream follows
+        self._conn.rollback()
+        self.check_reads()
+
+    def check_reads(self, labels: Mapping[str, str] | None = None) -> None:
+        """That the user may read each table the snapshot reads, then each of their overrides."""
+        self.check_grants()
+        self.check_overrides(labels)
+
+    def check_grants(self) -> None:
+        """The tables the snapshot reads that the user may not SELECT (grant_check.py), found by
+        trying each read for no row: MySQL's grants (roles, wildcards, column grants) are the
+        server's to judge. A table the user holds no privilege on at all is hidden from it, in
+        information_schema as in SHOW TABLES, and so is not captured (as for Debezium)."""
+        include = [compile_regex(str(p)) for p in self.cfg.source.snapshot_include_collection_list]
+        with self._conn.cursor() as cur:
+            cur.execute(
+                f"SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE IN {TABLE_TYPES}"
+            )
+            names = sorted(
+                (str(d), str(t))
+                for d, t in cur.fetchall()
+                if d not in SYSTEM_DBS
+                and self.source.filters.captures(d, t)
+                and (not include or any(p.fullmatch(f"{d}.{t}") for p in include))
+            )
+            cur.execute("SELECT CURRENT_USER()")
+            name, _, host = str(cur.fetchone()[0]).rpartition("@")
+        self._conn.rollback()
+        user = f"'{name}'@'{host}'"
+        denied: dict[tuple[str, str], str] = {}
+        for db, table in names:
+            refused = self._refusal(f"SELECT * FROM {self._from(db, table)} LIMIT 0")
+            if refused is not None:
+                code, reason = refused
+                denied[db, table] = _DENIED.get(code, reason)
+        grants = []  # MySQL grants one table per statement: a database's at once when several
+        for db in sorted({d for d, _ in denied}):
+            tables = [t for d, t in denied if d == db]
+            on = "*" if len(tables) > 1 else quote_ident(tables[0])
+            grants.append(f"GRANT SELECT ON {quote_ident(db)}.{on} TO {user}")
+        refuse_unreadable(
+            user, [Denied(f"{d}.{t}", why) for (d, t), why in denied.items()], "; ".join(grants)
+        )
 
     def check_overrides(self, labels: Mapping[str, str] | None = None) -> None:
         """Each override of a captured table, tried before any lock is taken (override_check.py)."""
@@ -582,6 +631,11 @@ class MySqlSnapshotter:
         )
 
     def _trial(self, query: str) -> str | None:
+        refused = self._refusal(query)
+        return None if refused is None else refused[1]
+
+    def _refusal(self, query: str) -> tuple[int, str] | None:
+        """The server's (code, reason) when it refuses to run `query`; None when it runs."""
         try:
             with self._conn.cursor() as cur:
                 cur.execute(query)
@@ -591,7 +645,7 @@ class MySqlSnapshotter:
                 return None
             if code == 0 or 2000 <= code < 3000:  # the client's (a lost connection): not the statement
                 raise
-            return str(e.args[1]) if len(e.args) > 1 else str(e)
+            return code, str(e.args[1]) if len(e.args) > 1 else str(e)
         finally:
             self._conn.rollback()  # no transaction left open on the connection the lock takes
         return None

@@ -45,6 +45,7 @@ from connectors.settings.model import PostgresSettings
 from connectors.settings.overrides import parse_override
 from connectors.settings.values import compile_regex
 from connectors.snapshot.chunks import Chunk, pick_boundaries, range_condition, table_chunks
+from connectors.snapshot.grant_check import Denied, refuse_unreadable
 from connectors.snapshot.int_bounds import range_boundaries
 from connectors.snapshot.kept import Kept
 from connectors.snapshot.override_check import OVERRIDE, check_overrides
@@ -132,7 +133,55 @@ class PgSnapshotter:
         a role that may replicate, free slots), with the hint that fixes it; then each override."""
         del stream  # PostgreSQL's view always comes from a slot
         checks.check_server(self._conn, self.params)
-        self.check_overrides()
+        self.check_reads()
+
+    def check_reads(self, labels: Mapping[str, str] | None = None) -> None:
+        """That the user may read each table the snapshot reads, then each of their overrides."""
+        self.check_grants()
+        self.check_overrides(labels)
+
+    def check_grants(self) -> None:
+        """The tables the snapshot reads whose columns it needs (the captured ones and the primary
+        key) the user may not SELECT (grant_check.py). has_column_privilege is true for a
+        table-level grant and follows role membership, so column grants alone may suffice."""
+        include = [compile_regex(p) for p in self.src.snapshot_include_collection_list]
+        missing: dict[tuple[str, str], list[str]] = {}
+        nothing: set[tuple[str, str]] = set()  # not one column readable
+        with self._conn.cursor() as cur:
+            cur.execute(_UNREADABLE_SQL)
+            for schema, name, column, key, any_column in cur.fetchall():
+                if not self._reads(schema, name, include):
+                    continue
+                cols = missing.setdefault((schema, name), [])
+                if key or self.filters.captures_column(schema, name, column):
+                    cols.append(column)
+                if not any_column:
+                    nothing.add((schema, name))
+            cur.execute("SELECT current_user")
+            user = str(cur.fetchone()[0])
+        unreadable = sorted(t for t, cols in missing.items() if cols)
+        refuse_unreadable(
+            user,
+            [
+                Denied(
+                    f"{s}.{t}",
+                    "no SELECT" if (s, t) in nothing else f"no SELECT on {', '.join(missing[s, t])}",
+                )
+                for s, t in unreadable
+            ],
+            "GRANT SELECT ON {} TO {}".format(
+                ", ".join(
+                    f"{quote_ident(s, self._conn)}.{quote_ident(t, self._conn)}" for s, t in unreadable
+                ),
+                quote_ident(user, self._conn),
+            ),
+        )
+
+    def _reads(self, schema: str, name: str, include: list[Any]) -> bool:
+        """Whether a snapshot reads the table: captured, and in snapshot.include.collection.list."""
+        if not self.filters.captures(schema, name):
+            return False
+        return not include or any(p.fullmatch(f"{schema}.{name}") for p in include)
 
     def check_overrides(self, labels: Mapping[str, str] | None = None) -> None:
         """Each override of a captured table, tried before the slot is made (override_check.py)."""
@@ -250,7 +299,14 @@ class PgSnapshotter:
 
     # ------------------------------------------------------------------ the plan
     def plan(self, view: View, chunk_rows: int) -> tuple[list[Chunk], dict[str, Any]]:
-        """The chunks of every table the snapshot reads, planned inside the view."""
+        """The chunks of every table the snapshot reads, planned inside the view. A server error
+        (the checks before the slot should leave none) is one message, not the driver's traceback."""
+        try:
+            return self._plan(view, chunk_rows)
+        except psycopg2.Error as exc:
+            raise translate_error(exc, "snapshot planning") from None
+
+    def _plan(self, view: View, chunk_rows: int) -> tuple[list[Chunk], dict[str, Any]]:
         src = self.src
         include = [compile_regex(p) for p in src.snapshot_include_collection_list]
         with self._in_view(view.name) as cur:
@@ -260,9 +316,7 @@ class PgSnapshotter:
             for schema, name, _kind, _is_partition, reltuples in rows:
                 # As Debezium 3.6 (measured): a partitioned table and its partitions are each read
                 # when the filters capture both, whatever publish.via.partition.root says.
-                if not self.filters.captures(schema, name):
-                    continue
-                if include and not any(p.fullmatch(f"{schema}.{name}") for p in include):
+                if not self._reads(schema, name, include):
                     continue
                 tables.append((schema, name, max(0.0, float(reltuples or 0))))
             self._check_includes(include, rows)
@@ -406,6 +460,23 @@ WHERE c.relkind IN ('r', 'p')
   AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast')
   AND n.nspname NOT LIKE 'pg\\_temp\\_%' AND n.nspname NOT LIKE 'pg\\_toast\\_temp\\_%'
 ORDER BY 1, 2
+"""
+
+# The columns the user may not SELECT (through a table-level or a column-level grant; both
+# functions follow role membership), whether each is in the primary key, and whether any column
+# of its table is readable.
+_UNREADABLE_SQL = """
+SELECT n.nspname, c.relname, a.attname, coalesce(a.attnum = ANY(i.indkey), false),
+       has_any_column_privilege(c.oid, 'SELECT')
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+LEFT JOIN pg_index i ON i.indrelid = c.oid AND i.indisprimary
+WHERE c.relkind IN ('r', 'p')
+  AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast')
+  AND n.nspname NOT LIKE 'pg\\_temp\\_%' AND n.nspname NOT LIKE 'pg\\_toast\\_temp\\_%'
+  AND NOT has_table_privilege(c.oid, 'SELECT')
+  AND NOT has_column_privilege(c.oid, a.attnum, 'SELECT')
+ORDER BY 1, 2, a.attnum
 """
 
 

@@ -60,6 +60,13 @@ def current_position(cur: Any) -> tuple[str, int, str]:
             break
         except pymysql.err.ProgrammingError:
             continue
+        except pymysql.err.OperationalError as e:
+            if not e.args or e.args[0] not in (1227, 1045):  # a privilege is needed
+                raise
+            raise TerminalError(
+                f"database.user may not read the binlog position: {e.args[1]}",
+                "GRANT REPLICATION CLIENT ON *.* TO the user (MariaDB: BINLOG MONITOR), as Debezium needs",
+            ) from None
     if not row:
         raise TerminalError(
             "binary logging is disabled on the server (SHOW MASTER STATUS is empty)",

@@ -59,6 +59,8 @@ from collections.abc import Callable, Iterator
 from time import time_ns
 from typing import Any
 
+import pymysql
+
 from connectors.api import Batch, GtidSet, Record, TerminalError
 from connectors.format import envelope as env
 from connectors.format import transaction as txmeta
@@ -112,7 +114,26 @@ _FILTER_LISTS = ("database.include.list", "database.exclude.list", "table.includ
 _LISTED = 20  # names shown in the "nothing captured" warning
 # information_schema.TABLES.TABLE_TYPE of tables with rows (MariaDB's system-versioned tables are not
 # 'BASE TABLE'; leaving them out of the schema read lost their schema)
-_TABLE_TYPES = "('BASE TABLE', 'SYSTEM VERSIONED')"
+TABLE_TYPES = "('BASE TABLE', 'SYSTEM VERSIONED')"
+
+
+def _definition(cur: Any, db: str, name: str, *, captured: bool, user: str) -> str:
+    """SHOW CREATE TABLE, which needs a table-level privilege (a column grant is not enough):
+    a refusal names the table and the ways out, not the driver's traceback."""
+    try:
+        cur.execute(f"SHOW CREATE TABLE `{db}`.`{name}`")
+    except pymysql.err.OperationalError as e:
+        if not e.args or e.args[0] not in (1142, 1143):  # table / column access denied
+            raise
+        why = (
+            "" if captured else " (not captured, but the schema history records each table of the databases)"
+        )
+        raise TerminalError(
+            f"database.user {user} may not read the definition of {db}.{name}{why}: {e.args[1]}",
+            f"GRANT SELECT ON `{db}`.`{name}` TO the user"
+            + ("" if captured else ", or set schema.history.internal.store.only.captured.tables.ddl=true"),
+        ) from None
+    return str(cur.fetchone()[1])
 
 
 class MySqlSource:
@@ -304,15 +325,14 @@ class MySqlSource:
             )
             cur.execute(
                 "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s "
-                f"AND TABLE_TYPE IN {_TABLE_TYPES}",
+                f"AND TABLE_TYPE IN {TABLE_TYPES}",
                 (db,),
             )
             for (name,) in cur.fetchall():
                 captured = self.filters.captures(db, name)
                 if self.only_captured_tables and not captured:
                     continue
-                cur.execute(f"SHOW CREATE TABLE `{db}`.`{name}`")
-                ddl = cur.fetchone()[1]
+                ddl = _definition(cur, db, name, captured=captured, user=self.src.database_user)
                 try:
                     res = parser.apply(ddl, db)
                 except UnparseableDdl as e:
@@ -369,7 +389,7 @@ class MySqlSource:
             dbs = sorted(d for (d,) in cur.fetchall() if d not in SYSTEM_DBS)
             cur.execute(
                 "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "
-                f"WHERE TABLE_TYPE IN {_TABLE_TYPES}"
+                f"WHERE TABLE_TYPE IN {TABLE_TYPES}"
             )
             found = sorted((d, t) for d, t in cur.fetchall() if d not in SYSTEM_DBS)
         if any(self.filters.captures(d, t) for d, t in found):
