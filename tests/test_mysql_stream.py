@@ -487,3 +487,42 @@ def test_purged_binlog_names_the_recovery(mariadb_factory: Any, tmp_path: Path, 
     run_cli("run", "--config", str(cfg), "--until-caught-up")
     rows = [payload(r)["after"] for r in read_jsonl(out) if r["topic"] == f"tm.{dbn}.orders"]
     assert rows == [{"id": 2, "qty": 5}]  # row 1 is the documented gap
+
+
+def test_rows_of_a_table_hidden_from_the_user_stop_with_the_grant(
+    mariadb: Any, mariadb_database: str, tmp_path: Path, unique_name: Any
+) -> None:
+    """MariaDB hides a table database.user holds no privilege on, so the schema read misses it
+    (as Debezium's does). Its rows then stop the stream, as Debezium's default
+    inconsistent.schema.handling.mode=fail does, with the GRANT to run first; none is emitted."""
+    db, user = mariadb_database, unique_name("u")
+    for table in ("seen", "hidden"):
+        mariadb.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, v text)", database=db)
+    mariadb.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'pw'")
+    try:
+        mariadb.execute(
+            f"GRANT RELOAD, SHOW DATABASES, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO '{user}'@'%'"
+        )
+        mariadb.execute(f"GRANT SELECT ON {db}.seen TO '{user}'@'%'")
+        cfg = write_config(
+            tmp_path / "c.properties",
+            mariadb,
+            server_id=unique_name.server_id(),
+            db=db,
+            jsonl=tmp_path / "o.jsonl",
+            database__user=user,
+            database__password="pw",
+        )
+        run_cli("run", "--config", str(cfg), "--until-caught-up", timeout=60)  # the offset, the schema
+        mariadb.execute("INSERT INTO seen VALUES (1, 'a')", database=db)
+        mariadb.execute("INSERT INTO hidden VALUES (1, 'secret')", database=db)
+        proc = run_cli("run", "--config", str(cfg), "--until-caught-up", check=False, timeout=60)
+    finally:
+        mariadb.execute(f"DROP USER '{user}'@'%'")
+    assert proc.returncode == 1, proc.stderr
+    assert f"rows for {db}.hidden, which is not in the schema model" in proc.stderr, proc.stderr
+    assert (
+        f"hint: if database.user may not read it, GRANT SELECT ON `{db}`.`hidden` TO it first" in proc.stderr
+    )
+    assert "Traceback" not in proc.stderr
+    assert b"secret" not in (tmp_path / "o.jsonl").read_bytes()

@@ -127,6 +127,19 @@ def test_table_not_captured_when_tables_are_unknown() -> None:
         parse(rec("execute-snapshot", {"data-collections": ["public.secrets"]}), "postgres", info)
 
 
+def test_a_table_the_user_may_not_read_is_named() -> None:
+    """A captured table database.user may not SELECT (PostgreSQL's catalog shows it) is named with
+    its GRANT, by its name or by a pattern that also matches readable tables; not "not captured"."""
+    grant = "GRANT SELECT ON public.secrets TO reader"
+    info = TableInfo(dict(TABLES.tables or {}), TABLES.captures, {"public.secrets": grant})
+    for coll in ("public.secrets", "public\\..*"):
+        with pytest.raises(SignalError) as e:
+            parse(rec("execute-snapshot", {"data-collections": [coll]}), "postgres", info)
+        assert str(e.value) == f"database.user may not read public.secrets, so no snapshot of it: {grant}"
+    ok = parse(rec("execute-snapshot", {"data-collections": ["public.orders"]}), "postgres", info)
+    assert isinstance(ok, ExecuteSnapshot) and ok.tables == ("public.orders",)
+
+
 def test_other_signal_types() -> None:
     assert parse(rec("log", {"message": "hi {}"}), "mariadb") == LogMessage("hi {}")
     with pytest.raises(SignalError, match="needs data"):

@@ -208,3 +208,43 @@ def test_signals_every_channel_mariadb(
     )
     s = Setup(cfgp, tmp_path / "warehouse", tmp_path / "out.jsonl", tmp_path / "signals.txt", topic, sql, "")
     _scenario(s, kafka, tmp_path)
+
+
+def test_a_table_the_user_may_not_read_is_named_not_uncaptured(
+    pg: Any, pg_database: str, unique_name: Any, tmp_path: Path
+) -> None:
+    """`tidemark signal execute-snapshot` (and the running connector: the same catalog) names a
+    captured table database.user may not SELECT, with the GRANT. information_schema hid it, so
+    the signal was refused as matching "no captured table"."""
+    role = unique_name("reader")
+    for stmt in (
+        "CREATE TABLE orders (id int PRIMARY KEY, v text)",
+        "CREATE TABLE secrets (id int PRIMARY KEY, v text)",
+        f"CREATE ROLE {role} LOGIN PASSWORD 'pw'",
+        f"GRANT SELECT ON orders TO {role}",
+    ):
+        pg.execute(stmt, dbname=pg_database)
+    try:
+        cfgp = pgcdc.write_config(
+            tmp_path / "pg.properties",
+            pg,
+            slot=unique_name("slot"),
+            dbname=pg_database,
+            database__user=role,
+            database__password="pw",
+            jsonl=tmp_path / "out.jsonl",
+            signal__enabled__channels="delta",
+        )
+        p = cdc.run_cli(
+            "signal", "--config", str(cfgp), "execute-snapshot", "--tables", "public.secrets", check=False
+        )
+        assert p.returncode == 2, p.stderr
+        assert (
+            f"database.user may not read public.secrets, so no snapshot of it: GRANT SELECT ON public.secrets TO {role}"
+            in p.stderr
+        ), p.stderr
+        ok = cdc.run_cli("signal", "--config", str(cfgp), "execute-snapshot", "--tables", "public.orders")
+        assert ok.stdout.strip()
+    finally:
+        pg.execute(f"DROP OWNED BY {role}", dbname=pg_database)
+        pg.execute(f"DROP ROLE {role}")

@@ -5,6 +5,7 @@ captured, which columns a filter or surrogate key may use."""
 from __future__ import annotations
 
 import logging
+import re
 import time
 from typing import Any
 
@@ -14,16 +15,28 @@ from connectors.signals.model import TableInfo
 
 log = logging.getLogger(__name__)
 
+# The catalog, not information_schema.columns, which hides what the user may not read: a table
+# it may not SELECT is then named as such, not as "not captured". Relation kinds as in
+# information_schema.columns (tables, views, foreign and partitioned tables).
 _PG_COLUMNS = """
-SELECT table_schema, table_name, column_name FROM information_schema.columns
-WHERE table_schema NOT IN ('pg_catalog', 'information_schema') AND table_schema NOT LIKE 'pg\\_%%'
-ORDER BY table_schema, table_name, ordinal_position
+SELECT n.nspname, c.relname, a.attname,
+       has_column_privilege(c.oid, a.attnum, 'SELECT')  -- true too for a table-level grant
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+WHERE c.relkind IN ('r', 'v', 'f', 'p')
+  AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_%%'
+ORDER BY 1, 2, a.attnum
 """
 _MY_COLUMNS = """
-SELECT table_schema, table_name, column_name FROM information_schema.columns
+SELECT table_schema, table_name, column_name, 1 FROM information_schema.columns
 WHERE table_schema NOT IN ('mysql', 'sys', 'performance_schema', 'information_schema')
 ORDER BY table_schema, table_name, ordinal_position
 """
+
+
+def _ident(name: str) -> str:
+    """A PostgreSQL identifier as a GRANT the DBA pastes needs it (quoted unless plain)."""
+    return name if re.fullmatch(r"[a-z_][a-z0-9_$]*", name) else '"' + name.replace('"', '""') + '"'
 
 
 class TableCatalog:
@@ -50,10 +63,19 @@ class TableCatalog:
             log.warning("signals: could not list the captured tables (%s); checking names only", e)
             return TableInfo(None, self._captures)
         tables: dict[str, list[str]] = {}
-        for schema, table, column in rows:
-            if self.filters.captures(schema, table):
-                tables.setdefault(f"{schema}.{table}", []).append(column)
-        info = TableInfo({k: tuple(v) for k, v in tables.items()}, self._captures)
+        unreadable: dict[str, str] = {}
+        user = self.cfg.source.database_user
+        for schema, table, column, readable in rows:
+            if not self.filters.captures(schema, table):
+                continue
+            name = f"{schema}.{table}"
+            if readable:
+                tables.setdefault(name, []).append(column)
+            elif self.filters.captures_column(schema, table, column):
+                unreadable[name] = f"GRANT SELECT ON {_ident(schema)}.{_ident(table)} TO {_ident(user)}"
+        info = TableInfo(
+            {k: tuple(v) for k, v in tables.items() if k not in unreadable}, self._captures, unreadable
+        )
         self._cached = (time.monotonic(), info)
         return info
 

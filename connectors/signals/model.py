@@ -102,6 +102,8 @@ class TableInfo:
 
     tables: Mapping[str, tuple[str, ...]] | None = None
     captures: Callable[[str], bool] | None = field(default=None)  # the include/exclude filters
+    # captured tables database.user may not read (PostgreSQL: name -> its GRANT); MySQL hides them
+    unreadable: Mapping[str, str] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- parsing
@@ -200,10 +202,17 @@ def _match_tables(colls: tuple[str, ...], info: TableInfo) -> tuple[str, ...]:
     for c in colls:
         pattern = _regex(c)
         hits = [t for t in info.tables if pattern.fullmatch(t) or t == _plain(c)]
+        denied = [t for t in info.unreadable if pattern.fullmatch(t) or t == _plain(c)]
+        if denied:
+            grants = "; ".join(info.unreadable[t] for t in denied)
+            raise SignalError(
+                f"database.user may not read {', '.join(denied)}, so no snapshot of it: {grants}"
+            )
         if not hits:
             raise SignalError(
                 f"data-collection {c!r} matches no captured table"
-                " (names are case-sensitive: <schema>.<table> / <database>.<table>)"
+                " (names are case-sensitive: <schema>.<table> / <database>.<table>;"
+                " on MySQL a table database.user holds no privilege on is hidden from it)"
             )
         out.extend(h for h in hits if h not in out)
     return tuple(out)

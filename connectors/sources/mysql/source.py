@@ -453,8 +453,10 @@ class MySqlSource:
         if t is None:
             raise TerminalError(
                 f"rows for {db}.{table}, which is not in the schema model (the schema history "
-                "misses its CREATE TABLE)",
-                recovery_hint(self.config_path),
+                "misses its CREATE TABLE; a table database.user holds no privilege on is hidden "
+                "from it when the schema is read)",
+                f"if database.user may not read it, GRANT SELECT ON `{db}`.`{table}` TO it first; then "
+                + recovery_hint(self.config_path),
             )
         return t, self.tables.version(db, table)
 
