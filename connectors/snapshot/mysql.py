@@ -575,11 +575,14 @@ class MySqlSnapshotter:
         """What a snapshot needs of the server, checked before any lock is taken: when a stream
         follows, the binlog settings and grants streaming needs (as Debezium checks them before its
         snapshot, so a wrong binlog_format is not found after a whole snapshot); the binlog
-        position; SELECT on each table it reads; then each override."""
+        position (and, for the lock-free method, the grants to read the binlog); SELECT on each
+        table it reads; then each override."""
         if stream:
             setup.check_server(self._conn)
         with self._conn.cursor() as cur:
             current_position(cur)  # a snapshot needs its binlog position even when no stream follows
+            if self.watermarks and not stream:
+                setup.check_grants(cur)  # its tasks read the binlog between each chunk's watermarks
         self._conn.rollback()
         self.check_reads()
 
