@@ -331,7 +331,8 @@ def test_a_table_the_user_may_not_read_is_refused_before_anything_starts(
     pg: Any, pg_database: str, tmp_path: Path, spark: Any, unique_name: Any
 ) -> None:
     """A snapshot reads every captured table: a user without SELECT on one (or on a captured
-    column of one) is refused, naming each such table and the GRANT, before the slot exists.
+    column of one, or USAGE on its schema) is refused, naming each such table and the GRANTs,
+    before the slot exists.
     Before, the plan stopped on psycopg2's traceback with the slot and Spark already started. A
     column-level grant is enough when it covers the columns the snapshot reads."""
     from connectors.api import TerminalError
@@ -342,8 +343,14 @@ def test_a_table_the_user_may_not_read_is_refused_before_anything_starts(
     role, slot = unique_name("reader"), unique_name("grants")
     with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
         cur.execute(f"CREATE ROLE {role} LOGIN REPLICATION PASSWORD 'pw'")
-        cur.execute(f"CREATE PUBLICATION {slot} FOR TABLE items, other")  # the user may not create it
+        cur.execute("CREATE SCHEMA priv")
+        cur.execute("CREATE TABLE priv.kept (id int PRIMARY KEY)")
+        cur.execute("INSERT INTO priv.kept VALUES (1), (2)")
+        cur.execute(
+            f"CREATE PUBLICATION {slot} FOR TABLE items, other, priv.kept"
+        )  # the user may not create it
         cur.execute(f"GRANT SELECT (id, name) ON other TO {role}")
+        cur.execute(f"GRANT SELECT ON priv.kept TO {role}")  # but not USAGE on the schema
 
     def config(**extra: Any) -> Any:
         return load(
@@ -368,23 +375,28 @@ def test_a_table_the_user_may_not_read_is_refused_before_anything_starts(
         with pytest.raises(TerminalError) as err:
             job.run(cfg, spark=spark)
         assert str(err.value).startswith(
-            f"database.user {role} may not read 2 tables the snapshot reads: "
-            "public.items (no SELECT); public.other (no SELECT on price, ts)"
+            f"database.user {role} may not read 3 tables the snapshot reads: priv.kept (no USAGE on "
+            "schema priv); public.items (no SELECT); public.other (no SELECT on price, ts)"
         ), err.value
-        assert f'GRANT SELECT ON "public"."items", "public"."other" TO "{role}"' in str(err.value.hint)
+        assert (
+            f'GRANT USAGE ON SCHEMA "priv" TO "{role}"; GRANT SELECT ON "public"."items", "public"."other" TO "{role}"'
+            in str(err.value.hint)
+        )
         assert "nothing was started" in str(err.value.hint)
         assert pg.scalar("SELECT count(*) FROM pg_replication_slots") == 0
         assert SnapshotProgress(cfg.warehouse, cfg.name).latest() is None
         # items granted; other's columns beyond the grant not captured: the snapshot runs
         pg.execute(f"GRANT SELECT ON items TO {role}", dbname=pg_database)
+        pg.execute(f"GRANT USAGE ON SCHEMA priv TO {role}", dbname=pg_database)
         out = job.run(config(column__exclude__list=r"public\.other\.(price|ts)"), spark=spark)
-        assert out.rows == 47
+        assert out.rows == 49
         rows = [r["value"]["payload"] for r in read_jsonl(tmp_path / "g.jsonl")]
         other = [v["after"] for v in rows if v["source"]["table"] == "other"]
         assert len(other) == 7 and {"id": 3, "name": "n3"} in other
     finally:
         with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
             cur.execute(f"DROP PUBLICATION {slot}")
+            cur.execute("DROP SCHEMA priv CASCADE")
             cur.execute(f"DROP OWNED BY {role}")
             cur.execute(f"DROP ROLE {role}")
 

@@ -141,41 +141,43 @@ class PgSnapshotter:
         self.check_overrides(labels)
 
     def check_grants(self) -> None:
-        """The tables the snapshot reads whose columns it needs (the captured ones and the primary
-        key) the user may not SELECT (grant_check.py). has_column_privilege is true for a
-        table-level grant and follows role membership, so column grants alone may suffice."""
+        """The tables the snapshot reads that the user may not read (grant_check.py): no USAGE on
+        the schema, or no SELECT on a column it needs (a captured one or the primary key). The
+        privilege functions follow role membership, and a column-level grant of those is enough."""
         include = [compile_regex(p) for p in self.src.snapshot_include_collection_list]
-        missing: dict[tuple[str, str], list[str]] = {}
+        cols: dict[tuple[str, str], list[str]] = {}  # the needed columns it may not SELECT
+        no_usage: set[str] = set()
         nothing: set[tuple[str, str]] = set()  # not one column readable
         with self._conn.cursor() as cur:
             cur.execute(_UNREADABLE_SQL)
-            for schema, name, column, key, any_column in cur.fetchall():
+            for schema, name, column, key, any_column, readable, usage in cur.fetchall():
                 if not self._reads(schema, name, include):
                     continue
-                cols = missing.setdefault((schema, name), [])
-                if key or self.filters.captures_column(schema, name, column):
-                    cols.append(column)
+                lacking = cols.setdefault((schema, name), [])
+                if not usage:
+                    no_usage.add(schema)
+                if not readable and (key or self.filters.captures_column(schema, name, column)):
+                    lacking.append(column)
                 if not any_column:
                     nothing.add((schema, name))
             cur.execute("SELECT current_user")
             user = str(cur.fetchone()[0])
-        unreadable = sorted(t for t, cols in missing.items() if cols)
-        refuse_unreadable(
-            user,
-            [
-                Denied(
-                    f"{s}.{t}",
-                    "no SELECT" if (s, t) in nothing else f"no SELECT on {', '.join(missing[s, t])}",
-                )
-                for s, t in unreadable
-            ],
-            "GRANT SELECT ON {} TO {}".format(
-                ", ".join(
-                    f"{quote_ident(s, self._conn)}.{quote_ident(t, self._conn)}" for s, t in unreadable
-                ),
-                quote_ident(user, self._conn),
-            ),
-        )
+        denied: list[Denied] = []
+        for (schema, name), lacking in sorted(cols.items()):
+            why = [f"no USAGE on schema {schema}"] if schema in no_usage else []
+            if lacking:
+                why.append("no SELECT" if (schema, name) in nothing else f"no SELECT on {', '.join(lacking)}")
+            if why:
+                denied.append(Denied(f"{schema}.{name}", ", ".join(why)))
+
+        def ident(name: str) -> str:
+            return str(quote_ident(name, self._conn))
+
+        grants = [f"GRANT USAGE ON SCHEMA {ident(s)} TO {ident(user)}" for s in sorted(no_usage)]
+        selects = [f"{ident(s)}.{ident(t)}" for (s, t), lacking in sorted(cols.items()) if lacking]
+        if selects:
+            grants.append(f"GRANT SELECT ON {', '.join(selects)} TO {ident(user)}")
+        refuse_unreadable(user, denied, "; ".join(grants))
 
     def _reads(self, schema: str, name: str, include: list[Any]) -> bool:
         """Whether a snapshot reads the table: captured, and in snapshot.include.collection.list."""
@@ -462,20 +464,21 @@ WHERE c.relkind IN ('r', 'p')
 ORDER BY 1, 2
 """
 
-# The columns the user may not SELECT (through a table-level or a column-level grant; both
-# functions follow role membership), whether each is in the primary key, and whether any column
-# of its table is readable.
+# The columns the user may not SELECT (through a table-level or a column-level grant; the
+# functions follow role membership), or in a schema it may not use: whether each is in the
+# primary key, whether any column of its table is readable, whether it is, and the schema's USAGE.
 _UNREADABLE_SQL = """
 SELECT n.nspname, c.relname, a.attname, coalesce(a.attnum = ANY(i.indkey), false),
-       has_any_column_privilege(c.oid, 'SELECT')
+       has_any_column_privilege(c.oid, 'SELECT'), has_column_privilege(c.oid, a.attnum, 'SELECT'),
+       has_schema_privilege(n.oid, 'USAGE')
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
 LEFT JOIN pg_index i ON i.indrelid = c.oid AND i.indisprimary
 WHERE c.relkind IN ('r', 'p')
   AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast')
   AND n.nspname NOT LIKE 'pg\\_temp\\_%' AND n.nspname NOT LIKE 'pg\\_toast\\_temp\\_%'
-  AND NOT has_table_privilege(c.oid, 'SELECT')
-  AND NOT has_column_privilege(c.oid, a.attnum, 'SELECT')
+  AND (NOT has_schema_privilege(n.oid, 'USAGE')
+       OR NOT has_table_privilege(c.oid, 'SELECT') AND NOT has_column_privilege(c.oid, a.attnum, 'SELECT'))
 ORDER BY 1, 2, a.attnum
 """
 
