@@ -214,14 +214,16 @@ def test_a_table_the_user_may_not_read_is_named_not_uncaptured(
     pg: Any, pg_database: str, unique_name: Any, tmp_path: Path
 ) -> None:
     """`tidemark signal execute-snapshot` (and the running connector: the same catalog) names a
-    captured table database.user may not SELECT, with the GRANT. information_schema hid it, so
+    captured table database.user may not SELECT (or whose schema it may not use), with the GRANT. information_schema hid it, so
     the signal was refused as matching "no captured table"."""
     role = unique_name("reader")
     for stmt in (
         "CREATE TABLE orders (id int PRIMARY KEY, v text)",
         "CREATE TABLE secrets (id int PRIMARY KEY, v text)",
+        "CREATE SCHEMA priv",
+        "CREATE TABLE priv.kept (id int PRIMARY KEY)",
         f"CREATE ROLE {role} LOGIN PASSWORD 'pw'",
-        f"GRANT SELECT ON orders TO {role}",
+        f"GRANT SELECT ON orders, priv.kept TO {role}",  # not USAGE on priv
     ):
         pg.execute(stmt, dbname=pg_database)
     try:
@@ -242,6 +244,12 @@ def test_a_table_the_user_may_not_read_is_named_not_uncaptured(
         assert (
             f"database.user may not read public.secrets, so no snapshot of it: GRANT SELECT ON public.secrets TO {role}"
             in p.stderr
+        ), p.stderr
+        p = cdc.run_cli(
+            "signal", "--config", str(cfgp), "execute-snapshot", "--tables", "priv.kept", check=False
+        )
+        assert (
+            p.returncode == 2 and f"no snapshot of it: GRANT USAGE ON SCHEMA priv TO {role}\n" in p.stderr
         ), p.stderr
         ok = cdc.run_cli("signal", "--config", str(cfgp), "execute-snapshot", "--tables", "public.orders")
         assert ok.stdout.strip()

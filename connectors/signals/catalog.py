@@ -16,11 +16,12 @@ from connectors.signals.model import TableInfo
 log = logging.getLogger(__name__)
 
 # The catalog, not information_schema.columns, which hides what the user may not read: a table
-# it may not SELECT is then named as such, not as "not captured". Relation kinds as in
-# information_schema.columns (tables, views, foreign and partitioned tables).
+# it may not SELECT, or in a schema it may not use, is then named as such, not as "not captured".
+# Relation kinds as in information_schema.columns (tables, views, foreign and partitioned tables).
 _PG_COLUMNS = """
 SELECT n.nspname, c.relname, a.attname,
-       has_column_privilege(c.oid, a.attnum, 'SELECT')  -- true too for a table-level grant
+       has_column_privilege(c.oid, a.attnum, 'SELECT'),  -- true too for a table-level grant
+       has_schema_privilege(n.oid, 'USAGE')
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
 WHERE c.relkind IN ('r', 'v', 'f', 'p')
@@ -28,7 +29,7 @@ WHERE c.relkind IN ('r', 'v', 'f', 'p')
 ORDER BY 1, 2, a.attnum
 """
 _MY_COLUMNS = """
-SELECT table_schema, table_name, column_name, 1 FROM information_schema.columns
+SELECT table_schema, table_name, column_name, 1, 1 FROM information_schema.columns
 WHERE table_schema NOT IN ('mysql', 'sys', 'performance_schema', 'information_schema')
 ORDER BY table_schema, table_name, ordinal_position
 """
@@ -63,16 +64,27 @@ class TableCatalog:
             log.warning("signals: could not list the captured tables (%s); checking names only", e)
             return TableInfo(None, self._captures)
         tables: dict[str, list[str]] = {}
-        unreadable: dict[str, str] = {}
-        user = self.cfg.source.database_user
-        for schema, table, column, readable in rows:
+        no_usage: set[str] = set()  # in a schema the user may not use
+        no_select: set[str] = set()  # a captured column the user may not SELECT
+        for schema, table, column, readable, usage in rows:
             if not self.filters.captures(schema, table):
                 continue
             name = f"{schema}.{table}"
+            tables.setdefault(name, [])
+            if not usage:
+                no_usage.add(name)
             if readable:
-                tables.setdefault(name, []).append(column)
+                tables[name].append(column)
             elif self.filters.captures_column(schema, table, column):
-                unreadable[name] = f"GRANT SELECT ON {_ident(schema)}.{_ident(table)} TO {_ident(user)}"
+                no_select.add(name)
+        user = _ident(self.cfg.source.database_user)
+        unreadable: dict[str, str] = {}
+        for name in sorted(no_usage | no_select):
+            schema, _, table = name.partition(".")
+            grants = [f"GRANT USAGE ON SCHEMA {_ident(schema)} TO {user}"] if name in no_usage else []
+            if name in no_select:
+                grants.append(f"GRANT SELECT ON {_ident(schema)}.{_ident(table)} TO {user}")
+            unreadable[name] = "; ".join(grants)
         info = TableInfo(
             {k: tuple(v) for k, v in tables.items() if k not in unreadable}, self._captures, unreadable
         )
