@@ -104,6 +104,11 @@ def _settings(cfg: ConnectorConfig) -> MySqlSettings:
 _DENIED = {1142: "no SELECT", 1143: "no SELECT on some of its columns"}  # table/column access denied
 
 
+def _included(include: list[Any], db: str, table: str) -> bool:
+    """Whether snapshot.include.collection.list (compiled; empty: every captured table) names it."""
+    return not include or any(p.fullmatch(f"{db}.{table}") for p in include)
+
+
 def _code(e: BaseException) -> int:
     return e.args[0] if e.args and isinstance(e.args[0], int) else 0
 
@@ -527,7 +532,7 @@ class MySqlSnapshotter:
             if self.source.filters.captures(t.db, t.name)
         ]
         self._check_includes(include, names)
-        picked = [(d, t) for d, t in names if not include or any(p.fullmatch(f"{d}.{t}") for p in include)]
+        picked = [(d, t) for d, t in names if _included(include, d, t)]
         order = self.cfg.source.snapshot_tables_order_by_row_count
         with view.reader() as conn, conn.cursor() as cur:
             counts = self._estimates(cur, picked)  # (one query: ordering and integer-key plans)
@@ -604,9 +609,7 @@ class MySqlSnapshotter:
             names = sorted(
                 (str(d), str(t))
                 for d, t in cur.fetchall()
-                if d not in SYSTEM_DBS
-                and self.source.filters.captures(d, t)
-                and (not include or any(p.fullmatch(f"{d}.{t}") for p in include))
+                if d not in SYSTEM_DBS and self.source.filters.captures(d, t) and _included(include, d, t)
             )
             cur.execute("SELECT CURRENT_USER()")
             name, _, host = str(cur.fetchone()[0]).rpartition("@")
