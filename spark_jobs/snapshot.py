@@ -716,7 +716,8 @@ def run_blocking(request: dict[str, Any], *, spark: Any = None) -> Outcome:
     snap = (mod.MySqlSnapshotter if mysql else mod.PgSnapshotter)(cfg)
     try:
         snap.check_reads(
-            {t: f"the execute-snapshot signal's additional-conditions for {t}" for t in conditions}
+            {t: f"the execute-snapshot signal's additional-conditions for {t}" for t in conditions},
+            "the execute-snapshot signal's data-collections",
         )
     except BaseException:
         snap.close()

@@ -224,6 +224,7 @@ def test_a_table_the_user_may_not_read_is_refused_before_the_lock(
     A table the user holds no privilege on is hidden from it, so not captured (as for Debezium).
     An uncaptured table whose definition the user may not read names the two ways out."""
     from connectors.api import TerminalError
+    from connectors.snapshot.blocking import progress_key
     from connectors.snapshot.progress import SnapshotProgress
 
     db, user = mariadb_database, unique_name("reader")
@@ -266,6 +267,18 @@ def test_a_table_the_user_may_not_read_is_refused_before_the_lock(
         ), err.value
         assert f"GRANT SELECT ON `{db}`.`partial` TO '{user}'@'%'" in str(err.value.hint)
         assert SnapshotProgress(cfg.warehouse, cfg.name).latest() is None
+        # a blocking snapshot's job checks too (a grant revoked after the signal was accepted)
+        request = {
+            "raw": dict(cfg.origin.raw),
+            "snapshot_id": "b1",
+            "batch_seq": 7,
+            "tables": [f"{db}.partial"],
+        }
+        with pytest.raises(TerminalError) as err:
+            job.run_blocking(request)
+        assert str(err.value).splitlines()[0].endswith(f"{db}.partial (no SELECT)"), err.value
+        assert "out of the execute-snapshot signal's data-collections" in str(err.value.hint)
+        assert SnapshotProgress(cfg.warehouse, progress_key(cfg.name)).latest() is None
         # not captured, but the schema history reads every definition of the database
         with pytest.raises(TerminalError) as err:
             job.run(config(table__include__list=f"{db}.bench"))

@@ -336,6 +336,7 @@ def test_a_table_the_user_may_not_read_is_refused_before_anything_starts(
     Before, the plan stopped on psycopg2's traceback with the slot and Spark already started. A
     column-level grant is enough when it covers the columns the snapshot reads."""
     from connectors.api import TerminalError
+    from connectors.snapshot.blocking import progress_key
 
     dsn = pg.dsn(dbname=pg_database)
     _fill(dsn, 40)
@@ -385,6 +386,24 @@ def test_a_table_the_user_may_not_read_is_refused_before_anything_starts(
         assert "nothing was started" in str(err.value.hint)
         assert pg.scalar("SELECT count(*) FROM pg_replication_slots") == 0
         assert SnapshotProgress(cfg.warehouse, cfg.name).latest() is None
+        # a blocking snapshot's job checks too (a grant revoked after the signal was accepted):
+        # refused before its view or plan, the way out named by what chose the table
+        request = {
+            "raw": dict(cfg.origin.raw),
+            "snapshot_id": "b1",
+            "batch_seq": 7,
+            "tables": ["public.items"],
+        }
+        with pytest.raises(TerminalError) as err:
+            job.run_blocking(request, spark=spark)
+        assert str(err.value).splitlines()[0] == (
+            f"database.user {role} may not read a table the snapshot reads: public.items (no SELECT)"
+        )
+        assert err.value.hint == (
+            f'grant it (GRANT SELECT ON "public"."items" TO "{role}"), or leave the table out of the '
+            "execute-snapshot signal's data-collections; nothing was started (no slot, lock or Spark job)"
+        )
+        assert SnapshotProgress(cfg.warehouse, progress_key(cfg.name)).latest() is None
         # items granted; other's columns beyond the grant not captured: the snapshot runs
         pg.execute(f"GRANT SELECT ON items TO {role}", dbname=pg_database)
         pg.execute(f"GRANT USAGE ON SCHEMA priv TO {role}", dbname=pg_database)

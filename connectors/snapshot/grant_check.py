@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from connectors.api import TerminalError
 
 _SHOWN = 10  # tables named in the message; the count says how many more
+# Where the snapshot's tables come from, for the way out of the refusal: the connector's filters,
+# unless a signal chose them (a blocking snapshot passes its own).
+FILTERS = "table.include.list or snapshot.include.collection.list"
 
 
 @dataclass(frozen=True)
@@ -24,9 +27,10 @@ class Denied:
     why: str
 
 
-def refuse_unreadable(user: str, denied: Sequence[Denied], grant: str) -> None:
+def refuse_unreadable(user: str, denied: Sequence[Denied], grant: str, scope: str = FILTERS) -> None:
     """Raise one TerminalError naming every unreadable table (the first ten, and how many more),
-    with `grant`: the statement that fixes it, for the DBA to run."""
+    with `grant`: the statement that fixes it, for the DBA to run; or leaving the table out of
+    `scope`, what chose it."""
     if not denied:
         return
     shown = "; ".join(f"{d.table} ({d.why})" for d in denied[:_SHOWN])
@@ -34,6 +38,6 @@ def refuse_unreadable(user: str, denied: Sequence[Denied], grant: str) -> None:
     noun = "a table" if len(denied) == 1 else f"{len(denied)} tables"
     raise TerminalError(
         f"database.user {user} may not read {noun} the snapshot reads: {shown}{more}",
-        f"grant it ({grant}), or leave the table out of table.include.list or "
-        "snapshot.include.collection.list; nothing was started (no slot, lock or Spark job)",
+        f"grant it ({grant}), or leave the table out of {scope}; "
+        "nothing was started (no slot, lock or Spark job)",
     )

@@ -69,7 +69,7 @@ from connectors.settings.model import MySqlSettings
 from connectors.settings.overrides import parse_override
 from connectors.settings.values import compile_regex
 from connectors.snapshot.chunks import Chunk, table_chunks
-from connectors.snapshot.grant_check import Denied, refuse_unreadable
+from connectors.snapshot.grant_check import FILTERS, Denied, refuse_unreadable
 from connectors.snapshot.int_bounds import range_boundaries
 from connectors.snapshot.override_check import check_overrides
 from connectors.snapshot.reading import chunk_context, config_of, marked_pieces, select_text
@@ -591,12 +591,13 @@ class MySqlSnapshotter:
         self._conn.rollback()
         self.check_reads()
 
-    def check_reads(self, labels: Mapping[str, str] | None = None) -> None:
-        """That the user may read each table the snapshot reads, then each of their overrides."""
-        self.check_grants()
+    def check_reads(self, labels: Mapping[str, str] | None = None, scope: str = FILTERS) -> None:
+        """That the user may read each table the snapshot reads (chosen by `scope`), then each of
+        their overrides (named by `labels`)."""
+        self.check_grants(scope)
         self.check_overrides(labels)
 
-    def check_grants(self) -> None:
+    def check_grants(self, scope: str = FILTERS) -> None:
         """The tables the snapshot reads that the user may not SELECT (grant_check.py), found by
         trying each read for no row: MySQL's grants (roles, wildcards, column grants) are the
         server's to judge. A table the user holds no privilege on at all is hidden from it, in
@@ -627,7 +628,7 @@ class MySqlSnapshotter:
             on = "*" if len(tables) > 1 else quote_ident(tables[0])
             grants.append(f"GRANT SELECT ON {quote_ident(db)}.{on} TO {user}")
         refuse_unreadable(
-            user, [Denied(f"{d}.{t}", why) for (d, t), why in denied.items()], "; ".join(grants)
+            user, [Denied(f"{d}.{t}", why) for (d, t), why in denied.items()], "; ".join(grants), scope
         )
 
     def check_overrides(self, labels: Mapping[str, str] | None = None) -> None:

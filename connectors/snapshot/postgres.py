@@ -45,7 +45,7 @@ from connectors.settings.model import PostgresSettings
 from connectors.settings.overrides import parse_override
 from connectors.settings.values import compile_regex
 from connectors.snapshot.chunks import Chunk, pick_boundaries, range_condition, table_chunks
-from connectors.snapshot.grant_check import Denied, refuse_unreadable
+from connectors.snapshot.grant_check import FILTERS, Denied, refuse_unreadable
 from connectors.snapshot.int_bounds import range_boundaries
 from connectors.snapshot.kept import Kept
 from connectors.snapshot.override_check import OVERRIDE, check_overrides
@@ -135,12 +135,13 @@ class PgSnapshotter:
         checks.check_server(self._conn, self.params)
         self.check_reads()
 
-    def check_reads(self, labels: Mapping[str, str] | None = None) -> None:
-        """That the user may read each table the snapshot reads, then each of their overrides."""
-        self.check_grants()
+    def check_reads(self, labels: Mapping[str, str] | None = None, scope: str = FILTERS) -> None:
+        """That the user may read each table the snapshot reads (chosen by `scope`), then each of
+        their overrides (named by `labels`)."""
+        self.check_grants(scope)
         self.check_overrides(labels)
 
-    def check_grants(self) -> None:
+    def check_grants(self, scope: str = FILTERS) -> None:
         """The tables the snapshot reads that the user may not read (grant_check.py): no USAGE on
         the schema, or no SELECT on a column it needs (a captured one or the primary key). The
         privilege functions follow role membership, and a column-level grant of those is enough."""
@@ -177,7 +178,7 @@ class PgSnapshotter:
         selects = [f"{ident(s)}.{ident(t)}" for (s, t), lacking in sorted(cols.items()) if lacking]
         if selects:
             grants.append(f"GRANT SELECT ON {', '.join(selects)} TO {ident(user)}")
-        refuse_unreadable(user, denied, "; ".join(grants))
+        refuse_unreadable(user, denied, "; ".join(grants), scope)
 
     def _reads(self, schema: str, name: str, include: list[Any]) -> bool:
         """Whether a snapshot reads the table: captured, and in snapshot.include.collection.list."""
