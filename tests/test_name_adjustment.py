@@ -52,6 +52,17 @@ def test_two_names_becoming_one_stop_the_connector(caplog: pytest.LogCaptureFixt
         adjust("tm.public.a b.Value")
 
 
+def test_a_sanitized_topic_name_is_warned_about_once_per_process(caplog: pytest.LogCaptureFixture) -> None:
+    """Invalid topic characters become `_` (Debezium's rule), with one warning per table: a
+    snapshot builds a namer per chunk, and a thousand chunks gave a thousand identical lines."""
+    caplog.set_level("WARNING", logger="connectors.format.topics")
+    for _chunk in range(3):
+        assert TopicNamer("tm").data_topic("Odd Schema", 'Weird "T" ü') == "tm.Odd_Schema.Weird__T___"
+    assert TopicNamer("tm").data_topic("public", "fine-name_1.x") == "tm.public.fine-name_1.x"
+    warned = [r.getMessage() for r in caplog.records if "sanitized" in r.getMessage()]
+    assert warned == ['table Odd Schema.Weird "T" ü: topic name sanitized to tm.Odd_Schema.Weird__T___']
+
+
 def test_namer_reads_the_properties() -> None:
     namer = TopicNamer.from_settings(
         settings_of(

@@ -15,6 +15,9 @@ from connectors.settings.model import SourceSettings
 log = logging.getLogger(__name__)
 
 _INVALID_TOPIC = re.compile(r"[^A-Za-z0-9._-]")
+# Sanitized names already warned about in this process: a snapshot builds a namer per chunk, and
+# one warning per table is enough (Debezium warns once per topic).
+_WARNED: set[str] = set()
 
 AdjustmentMode = Literal["none", "avro", "avro_unicode"]
 
@@ -60,7 +63,8 @@ class TopicNamer:
         if topic is None:
             raw = self.delimiter.join((self.prefix, namespace, table))
             topic = _INVALID_TOPIC.sub("_", raw)
-            if topic != raw:
+            if topic != raw and raw not in _WARNED:
+                _WARNED.add(raw)
                 log.warning("table %s.%s: topic name sanitized to %s", namespace, table, topic)
             other = self._seen.get(topic)
             if other is not None and other != key:
