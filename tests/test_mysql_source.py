@@ -15,7 +15,7 @@ from mycdc import started_source as _started
 
 from connectors.api import TerminalError
 from connectors.sources.mysql import setup
-from connectors.sources.mysql.ddl import DdlParser, UnparseableDdl
+from connectors.sources.mysql.ddl import DdlParser, DdlTargets, UnparseableDdl, ddl_targets
 from connectors.sources.mysql.history import DeltaSchemaHistory, HistoryRecord
 from connectors.sources.mysql.model import Tables
 from connectors.sources.mysql.source import MySqlSource
@@ -37,6 +37,14 @@ def test_ddl_alter_sequence() -> None:
     assert [c.name for c in t.get("d", "t2").columns] == ["c", "id", "a2"]
     p.apply("RENAME TABLE t2 TO t3", "d")
     assert t.get("d", "t2") is None and t.get("d", "t3") is not None
+    # quoted names with spaces and doubled backquotes (a name `\S+` cut short before)
+    p.apply("RENAME TABLE t3 TO `a ``b`` c`", "d")
+    assert t.get("d", "t3") is None and t.get("d", "a `b` c") is not None
+    p.apply("RENAME TABLE `d`.`a ``b`` c` TO `d`.`t 4`, `t 4` TO t3", "d")
+    assert t.get("d", "a `b` c") is None and t.get("d", "t3") is not None
+    assert ddl_targets("RENAME TABLE `a ``b`` c` TO `x y`", "d") == DdlTargets(
+        [("d", "a `b` c"), ("d", "x y")], []
+    )
     with pytest.raises(UnparseableDdl):
         p.apply("ALTER TABLE t FROBNICATE EVERYTHING", "d")
     assert p.apply("TRUNCATE t3", "d").truncated == [("d", "t3")]

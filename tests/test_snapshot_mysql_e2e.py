@@ -309,3 +309,39 @@ def test_a_stream_needs_a_row_binlog_before_the_snapshot(mariadb_factory: Any, t
         job.run(_mode_config(server, "stmt", tmp_path, "initial", 7452))
     assert str(err.value).startswith("binlog_format is STATEMENT, the connector needs ROW")
     assert job.run(_mode_config(server, "stmt", tmp_path, "initial_only", 7453)).rows == 5
+
+
+def test_names_with_spaces_quotes_and_backquotes(mariadb: Any, mariadb_database: str, tmp_path: Path) -> None:
+    """A table and columns named with a space, a quote, a backquote and a non-ASCII letter are
+    snapshotted and streamed through ALTER and RENAME TABLE, their topic names sanitized as
+    Debezium's (invalid characters to `_`). Before, SHOW CREATE TABLE pasted a backquoted name
+    into the statement unescaped (PyMySQL's 1103 traceback), and RENAME TABLE of a name with a
+    space stopped the stream as unparseable DDL."""
+    db, table = mariadb_database, "`Odd ``T`` ü`"
+    mariadb.execute(
+        f'CREATE TABLE {table} (`Id Col` bigint PRIMARY KEY, `x"y` text, `a``b` int)', database=db
+    )
+    mariadb.execute(f"INSERT INTO {table} SELECT seq, concat('v', seq), seq FROM seq_1_to_1200", database=db)
+    cfg = _mode_config(mariadb, db, tmp_path, "initial", 7461, tidemark__snapshot__chunk__rows=500)
+    assert job.run(cfg).rows == 1200
+    mariadb.execute(f"ALTER TABLE {table} ADD COLUMN `c``d` int DEFAULT 5", database=db)
+    mariadb.execute(f"UPDATE {table} SET `a``b` = 0 WHERE `Id Col` = 7", database=db)
+    mariadb.execute(f"RENAME TABLE {table} TO `New ``X```", database=db)
+    mariadb.execute("INSERT INTO `New ``X``` VALUES (9001, 'n', 1, 2)", database=db)
+    assert cdc.stream_until_caught_up(cfg) == 4  # the ALTER and the RENAME, the two rows
+    rows = [r for r in cdc.read_jsonl(tmp_path / "initial.jsonl") if r["value"] is not None]
+    ddl = [r["value"]["payload"]["ddl"] for r in rows if r["topic"] == "tm_initial"]
+    assert ddl[-1] == f"RENAME TABLE {table} TO `New ``X```"
+    by_op: dict[str, list[Any]] = {}
+    for r in rows:
+        if r["topic"] != "tm_initial":
+            by_op.setdefault(r["value"]["payload"]["op"], []).append(r)
+    assert len(by_op["r"]) == 1200
+    assert {r["topic"] for r in by_op["r"]} == {f"tm_initial.{db}.Odd__T___"}
+    assert by_op["r"][0]["value"]["payload"]["source"]["table"] == "Odd `T` ü"
+    (update,) = by_op["u"]
+    assert update["topic"] == f"tm_initial.{db}.Odd__T___"
+    assert update["value"]["payload"]["after"] == {"Id Col": 7, 'x"y': "v7", "a`b": 0, "c`d": 5}
+    (insert,) = by_op["c"]
+    assert insert["topic"] == f"tm_initial.{db}.New__X_"
+    assert insert["value"]["payload"]["after"] == {"Id Col": 9001, 'x"y': "n", "a`b": 1, "c`d": 2}

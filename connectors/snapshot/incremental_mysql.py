@@ -32,13 +32,14 @@ from connectors.snapshot.mysql import key_literal, key_text, select_pieces
 from connectors.sources.mysql import setup
 from connectors.sources.mysql.ddl import DdlParser
 from connectors.sources.mysql.model import Table, Tables
+from connectors.sources.mysql.quoting import quote_table
 from connectors.sources.mysql.snapshot_read import SESSION_STATEMENTS, SnapshotRows, TextBatch, quote_ident
 from connectors.sources.mysql.source import MySqlSource
 
 
 def _name(table: str) -> str:
     db, _, name = table.partition(".")
-    return f"{quote_ident(db)}.{quote_ident(name)}"
+    return quote_table(db, name)
 
 
 class MySqlChunkSource(SignalRows):

@@ -78,6 +78,7 @@ from connectors.sources.mysql.connection import current_position
 from connectors.sources.mysql.ddl import TableChange
 from connectors.sources.mysql.history import SNAPSHOT_EVENT, schema_change_value
 from connectors.sources.mysql.model import Table, Tables
+from connectors.sources.mysql.quoting import quote_table
 from connectors.sources.mysql.snapshot_read import SESSION_STATEMENTS, SnapshotRows, TextResult, quote_ident
 from connectors.sources.mysql.source import SYSTEM_DBS, TABLE_TYPES, MySqlSource
 
@@ -662,7 +663,7 @@ class MySqlSnapshotter:
         return None if text is None else parse_override(f"{db}.{table}", text, "mysql")
 
     def _from(self, db: str, table: str) -> str:
-        return f"{quote_ident(db)}.{quote_ident(table)}"
+        return quote_table(db, table)
 
     def _has_rows(self, cur: Any, db: str, table: str) -> bool:
         ov = self._override(db, table)

@@ -466,7 +466,7 @@ class DdlParser:
         changes = []
         db = current_db
         for pair in re.split(r",(?=(?:[^`]*`[^`]*`)*[^`]*$)", body):
-            m = re.match(r"(?is)^\s*(\S+)\s+to\s+(\S+)\s*$", pair)
+            m = _RENAME_PAIR_RE.match(pair)
             if not m:
                 raise UnparseableDdl("RENAME TABLE " + body, "bad RENAME TABLE list")
             (odb, oname), (ndb, nname) = (
@@ -749,6 +749,8 @@ _DROP_TABLES_RE = re.compile(
     re.I | re.S,
 )
 _RENAME_RE = re.compile(r"^\s*rename\s+tables?\s+(.+?)\s*;?\s*$", re.I | re.S)
+# one `old TO new` of RENAME TABLE: quoted names may hold spaces and doubled backquotes
+_RENAME_PAIR_RE = re.compile(rf"^\s*({_ID})\s+to\s+({_ID})\s*$", re.I | re.S)
 _DATABASE_RE = re.compile(
     rf"^\s*(?:create|drop|alter)\s+(?:or\s+replace\s+)?(?:database|schema)\s+"
     rf"(?:if\s+(?:not\s+)?exists\s+)?({_ID1})",
@@ -785,7 +787,7 @@ def ddl_targets(sql: str, current_db: str | None) -> DdlTargets | None:
         if m:
             out = []
             for pair in re.split(r",(?=(?:[^`]*`[^`]*`)*[^`]*$)", m.group(1)):
-                ends = re.match(r"(?is)^\s*(\S+)\s+to\s+(\S+)\s*$", pair)
+                ends = _RENAME_PAIR_RE.match(pair)
                 if not ends:
                     return None
                 out += [_split_id(ends.group(1), current_db), _split_id(ends.group(2), current_db)]

@@ -70,6 +70,7 @@ from pymysql.constants import FIELD_TYPE as FT
 from connectors.format.tableschema import TableSchema, column_null
 from connectors.sources.mysql import types as mysql_types
 from connectors.sources.mysql.model import Column
+from connectors.sources.mysql.quoting import quote_ident
 from connectors.sources.mysql.types import ZERO, TypeOptions, UnknownColumnType, column_def
 
 # The column-wise JSON building blocks the PostgreSQL snapshot read already checks value by value
@@ -98,10 +99,6 @@ SESSION_STATEMENTS = (
 )
 
 _ZERO_TEXT_TYPES = frozenset({"DATE", "DATETIME", "TIMESTAMP"})
-
-
-def quote_ident(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def _zero_if_text(v: Any) -> Any:

@@ -103,6 +103,7 @@ from connectors.sources.mysql.history import (
     schema_change_value,
 )
 from connectors.sources.mysql.model import Table, Tables
+from connectors.sources.mysql.quoting import quote_ident, quote_table
 from connectors.sources.mysql.reposition import MARK, RepositionTicket
 from connectors.sources.mysql.stream import BinlogStream
 from connectors.sources.mysql.types import TypeOptions, UnknownColumnType, column_def
@@ -121,7 +122,7 @@ def _definition(cur: Any, db: str, name: str, *, captured: bool, user: str) -> s
     """SHOW CREATE TABLE, which needs a table-level privilege (a column grant is not enough):
     a refusal names the table and the ways out, not the driver's traceback."""
     try:
-        cur.execute(f"SHOW CREATE TABLE `{db}`.`{name}`")
+        cur.execute(f"SHOW CREATE TABLE {quote_table(db, name)}")
     except pymysql.err.OperationalError as e:
         if not e.args or e.args[0] not in (1142, 1143):  # table / column access denied
             raise
@@ -130,7 +131,7 @@ def _definition(cur: Any, db: str, name: str, *, captured: bool, user: str) -> s
         )
         raise TerminalError(
             f"database.user {user} may not read the definition of {db}.{name}{why}: {e.args[1]}",
-            f"GRANT SELECT ON `{db}`.`{name}` TO the user"
+            f"GRANT SELECT ON {quote_table(db, name)} TO the user"
             + ("" if captured else ", or set schema.history.internal.store.only.captured.tables.ddl=true"),
         ) from None
     return str(cur.fetchone()[1])
@@ -317,7 +318,7 @@ class MySqlSource:
                     pos,
                     gtids,
                     db,
-                    f"CREATE DATABASE `{db}` CHARACTER SET {charset}",
+                    f"CREATE DATABASE {quote_ident(db)} CHARACTER SET {charset}",
                     [],
                     event=SNAPSHOT_EVENT,
                     db_charset=charset,
@@ -455,7 +456,7 @@ class MySqlSource:
                 f"rows for {db}.{table}, which is not in the schema model (the schema history "
                 "misses its CREATE TABLE; a table database.user holds no privilege on is hidden "
                 "from it when the schema is read)",
-                f"if database.user may not read it, GRANT SELECT ON `{db}`.`{table}` TO it first; then "
+                f"if database.user may not read it, GRANT SELECT ON {quote_table(db, table)} TO it first; then "
                 + recovery_hint(self.config_path),
             )
         return t, self.tables.version(db, table)
