@@ -671,3 +671,50 @@ def test_event_processing_failure_handling_mode(
     assert end["event_count"] == 2 and [r["transaction"]["total_order"] for r in rows[2:]] == [1, 2]
     warned = "skipping the change of public.t at LSN" in proc.stderr
     assert warned is (mode == "warn") and "zz" not in proc.stderr
+
+
+def test_changes_of_a_table_renamed_or_dropped_since_are_streamed(
+    pg: Any, pg_database: str, db: Any, tmp_path: Path, unique_name: Any
+) -> None:
+    """The stream runs behind the catalog: a change logged before its table was renamed or
+    dropped is read when the name no longer exists. As Debezium, its columns come from the
+    Relation message, each optional, the key from the schema last built for the name, with a
+    warning; the events keep the old name. Before, the catalog look-up stopped the connector
+    (LookupError) at every start, until the slot was moved past the change. Quoted names with a
+    space, a quote and a non-ASCII letter are read the same way."""
+    cur = db.cursor()
+    cur.execute('CREATE SCHEMA "Odd S"')
+    cur.execute('CREATE TABLE "Odd S"."Weird ""T"" ü" ("Id Col" bigint PRIMARY KEY, "x""y" text NOT NULL)')
+    cur.execute("CREATE TABLE gone (id int PRIMARY KEY, v text NOT NULL)")
+    slot = unique_name("slot")
+    out = tmp_path / "events.jsonl"
+    cfg = write_config(tmp_path / "c.properties", pg, slot=slot, dbname=pg_database, jsonl=out, prefix="rn")
+    run_cli("run", "--config", str(cfg), "--until-caught-up")
+    cur.execute('INSERT INTO "Odd S"."Weird ""T"" ü" VALUES (1, \'a\')')
+    cur.execute("INSERT INTO gone VALUES (1, 'a')")
+    run_cli("run", "--config", str(cfg), "--until-caught-up")  # both schemas built from the catalog
+    cur.execute('UPDATE "Odd S"."Weird ""T"" ü" SET "x""y" = \'b\' WHERE "Id Col" = 1')
+    cur.execute("INSERT INTO gone VALUES (2, 'b')")
+    cur.execute('ALTER TABLE "Odd S"."Weird ""T"" ü" RENAME TO "New"')
+    cur.execute("DROP TABLE gone")
+    cur.execute('INSERT INTO "Odd S"."New" VALUES (2, \'c\')')
+    proc = run_cli("run", "--config", str(cfg), "--until-caught-up")
+    assert proc.stderr.count("no longer in the catalog under this name") == 2, proc.stderr[-3000:]
+    events = read_jsonl(out)[2:]
+    assert [(e["topic"], e["value"]["payload"]["op"]) for e in events] == [
+        ("rn.Odd_S.Weird__T___", "u"),
+        ("rn.public.gone", "c"),
+        ("rn.Odd_S.New", "c"),
+    ]
+    update, insert, renamed = events
+    assert update["key"]["payload"] == {"Id Col": 1} and update["value"]["payload"]["after"] == {
+        "Id Col": 1,
+        'x"y': "b",
+    }
+    assert insert["key"]["payload"] == {"id": 2} and insert["value"]["payload"]["after"] == {
+        "id": 2,
+        "v": "b",
+    }
+    fields = {f["field"]: f["optional"] for f in insert["value"]["schema"]["fields"][1]["fields"]}
+    assert fields == {"id": True, "v": True}  # Debezium's "optionality could not be determined"
+    assert renamed["value"]["payload"]["source"]["table"] == "New"

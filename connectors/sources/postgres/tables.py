@@ -50,6 +50,7 @@ class TableCache:
         self._relations: dict[int, pgoutput.Relation] = {}
         self._schemas: dict[int, TableSchema | None] = {}
         self._warned = warned if warned is not None else set()  # columns already reported left out
+        self._keys: dict[tuple[str, str], list[str]] = {}  # the last primary key built per table name
 
     def relation(self, rel: pgoutput.Relation) -> None:
         old = self._relations.get(rel.oid)
@@ -105,7 +106,7 @@ class TableCache:
         return ts, [by_name[c.name] for c in self._relations[rel.oid].columns]
 
     def _build(self, rel: pgoutput.Relation) -> TableSchema:
-        info = catalog.load_table(self.conn, rel.namespace, rel.name)
+        info = self._catalog(rel)
         by_name = {c.name: c for c in info.columns}
         cols: list[ColumnDef] = []
         source_types: dict[str, tuple[str, dict[str, str]]] = {}
@@ -144,6 +145,7 @@ class TableCache:
                 )
             )
         pk = info.primary_key or (info.identity_index_columns if info.replica_identity == "i" else [])
+        self._keys[rel.namespace, rel.name] = pk
         return tableschema.build(
             rel.namespace,
             rel.name,
@@ -157,6 +159,43 @@ class TableCache:
             unavailable_marker=pgoutput.UNCHANGED_TOAST,
             source_type=lambda c: source_types[c.name],
         )
+
+    def _catalog(self, rel: pgoutput.Relation) -> catalog.TableInfo:
+        """The catalog's columns and key of the relation's table, looked up by name as Debezium
+        does. A table renamed or dropped after this change was logged is no longer under that
+        name (the stream runs behind the catalog): then, as Debezium goes on, the Relation
+        message's columns, each optional and without a default, and the key last built for the
+        name (else the relation's key flags) - not a stop at every start until the slot is moved."""
+        try:
+            return catalog.load_table(self.conn, rel.namespace, rel.name)
+        except LookupError:
+            pass
+        table = f"{rel.namespace}.{rel.name}"
+        if ("gone", table) not in self._warned:
+            self._warned.add(("gone", table))
+            log.warning(
+                "table %s is no longer in the catalog under this name (renamed or dropped since "
+                "these changes were logged): its columns come from the stream, each optional, as "
+                "Debezium reads them",
+                table,
+            )
+        key = self._keys.get((rel.namespace, rel.name))
+        if key is None:
+            key = [c.name for c in rel.columns if c.is_key] if rel.replica_identity == "d" else []
+        columns = [
+            catalog.ColumnInfo(
+                c.name,
+                i,
+                c.type_oid,
+                c.typmod,
+                False,
+                None,
+                "",
+                *catalog.typmod_length_scale(c.type_oid, c.typmod),
+            )
+            for i, c in enumerate(rel.columns, 1)
+        ]
+        return catalog.TableInfo(rel.namespace, rel.name, columns, key, rel.replica_identity, oid=rel.oid)
 
     def _warn_left_out(self, table: str, ci: catalog.ColumnInfo) -> None:
         # Once per column and run: a table's schema is rebuilt on every new Relation message
