@@ -32,8 +32,8 @@ from connectors.snapshot.mysql import key_literal, key_text, select_pieces
 from connectors.sources.mysql import setup
 from connectors.sources.mysql.ddl import DdlParser
 from connectors.sources.mysql.model import Table, Tables
-from connectors.sources.mysql.quoting import quote_table
-from connectors.sources.mysql.snapshot_read import SESSION_STATEMENTS, SnapshotRows, TextBatch, quote_ident
+from connectors.sources.mysql.quoting import quote_ident, quote_table
+from connectors.sources.mysql.snapshot_read import SESSION_STATEMENTS, SnapshotRows, TextBatch
 from connectors.sources.mysql.source import MySqlSource
 
 

@@ -78,8 +78,8 @@ from connectors.sources.mysql.connection import current_position
 from connectors.sources.mysql.ddl import TableChange
 from connectors.sources.mysql.history import SNAPSHOT_EVENT, schema_change_value
 from connectors.sources.mysql.model import Table, Tables
-from connectors.sources.mysql.quoting import quote_table
-from connectors.sources.mysql.snapshot_read import SESSION_STATEMENTS, SnapshotRows, TextResult, quote_ident
+from connectors.sources.mysql.quoting import quote_ident, quote_table
+from connectors.sources.mysql.snapshot_read import SESSION_STATEMENTS, SnapshotRows, TextResult
 from connectors.sources.mysql.source import SYSTEM_DBS, TABLE_TYPES, MySqlSource
 
 log = logging.getLogger(__name__)
@@ -308,7 +308,7 @@ class MySqlSnapshotter:
                 log.info("the global read lock was refused (%s); locking the captured tables instead", e)
             if not captured:
                 return "tables"
-            names = ", ".join(f"{quote_ident(d)}.{quote_ident(t)}" for d, t in captured)
+            names = ", ".join(quote_table(d, t) for d, t in captured)
             try:
                 cur.execute(f"FLUSH TABLES {names} WITH READ LOCK")
             except pymysql.err.OperationalError as e:
@@ -492,7 +492,7 @@ class MySqlSnapshotter:
 
         out = [event("", None, server_vars, [])]
         for db, t in order:
-            key, value = event(db, t, f"DROP TABLE IF EXISTS {quote_ident(db)}.{quote_ident(t)}", [])
+            key, value = event(db, t, f"DROP TABLE IF EXISTS {quote_table(db, t)}", [])
             value["tableChanges"] = [{"type": "DROP", "id": f'"{db}"."{t}"', "table": None}]
             out.append((key, value))
         for db in dict.fromkeys(d for d, _ in order):  # databases in table order
@@ -619,7 +619,7 @@ class MySqlSnapshotter:
         user = f"'{name}'@'{host}'"
         denied: dict[tuple[str, str], str] = {}
         for db, table in names:
-            refused = self._refusal(f"SELECT * FROM {self._from(db, table)} LIMIT 0")
+            refused = self._refusal(f"SELECT * FROM {quote_table(db, table)} LIMIT 0")
             if refused is not None:
                 code, reason = refused
                 denied[db, table] = _DENIED.get(code, reason)
@@ -662,16 +662,13 @@ class MySqlSnapshotter:
         text = self.src.select_overrides.get(f"{db}.{table}")
         return None if text is None else parse_override(f"{db}.{table}", text, "mysql")
 
-    def _from(self, db: str, table: str) -> str:
-        return quote_table(db, table)
-
     def _has_rows(self, cur: Any, db: str, table: str) -> bool:
         ov = self._override(db, table)
         if ov is None:
-            cur.execute(f"SELECT 1 FROM {self._from(db, table)} LIMIT 1")
+            cur.execute(f"SELECT 1 FROM {quote_table(db, table)} LIMIT 1")
         elif ov.chunkable and ov.where:
             # The override passed parse_override: one SELECT of this table, its condition only.
-            cur.execute(f"SELECT 1 FROM {self._from(db, table)} WHERE {ov.where} LIMIT 1")
+            cur.execute(f"SELECT 1 FROM {quote_table(db, table)} WHERE {ov.where} LIMIT 1")
         else:
             cur.execute(f"SELECT 1 FROM ({ov.sql}) AS snapshot_override LIMIT 1")
         return cur.fetchone() is not None
@@ -690,7 +687,7 @@ class MySqlSnapshotter:
         if len(key) == 1 and int_key(t, key) and [k.lower() for k in t.primary_key] == [key[0].lower()]:
             planned = range_boundaries(
                 cur,
-                self._from(db, table),
+                quote_table(db, table),
                 quote_ident(key[0]),
                 chunk_rows,
                 estimate,
@@ -711,7 +708,7 @@ class MySqlSnapshotter:
             where = f" WHERE {_range(key, after, literals)}" if bounds else ""
             # (no driver parameters: the literals are quoted already, a % in them stays as it is)
             cur.execute(
-                f"SELECT {texts} FROM {self._from(db, table)}{where} "
+                f"SELECT {texts} FROM {quote_table(db, table)}{where} "
                 f"ORDER BY {cols} LIMIT 2 OFFSET {max(1, int(chunk_rows)) - 1}"
             )
             found = cur.fetchall()

@@ -88,7 +88,7 @@ from connectors.sources.postgres.snapshot_read import (
     _same_converter,
 )
 
-__all__ = ["SESSION_STATEMENTS", "SnapshotRows", "TextBatch", "TextResult", "adapter", "quote_ident"]
+__all__ = ["SESSION_STATEMENTS", "SnapshotRows", "TextBatch", "TextResult", "adapter"]
 
 # The session the converters expect (TIMESTAMP in UTC, as the binlog holds it); net_write_timeout
 # because an unbuffered read waits on its consumer (a slow sink) while the server writes.
