@@ -73,3 +73,14 @@ def test_chunks_encode_together_as_alone(mariadb: Any, mariadb_database: str, tm
 
 def test_watermark_rows(mariadb: Any, mariadb_database: str, tmp_path: Path) -> None:
     cases.watermark_rows(_setup(mariadb, mariadb_database, tmp_path, 7315))
+
+
+@pytest.mark.timeout(COMPLETE_S)
+@pytest.mark.parametrize("reader", ["thread", "spark"])
+def test_table_dropped_mid_snapshot(mariadb: Any, mariadb_database: str, tmp_path: Path, reader: str) -> None:
+    extra = {
+        **(cases.SPARK_SETTINGS if reader == "spark" else {}),
+        "incremental__snapshot__chunk__size": "200",
+    }
+    s = _setup(mariadb, mariadb_database, tmp_path, 7320 + int(reader == "spark"), **extra)
+    cases.table_dropped_mid_snapshot(s, tmp_path)

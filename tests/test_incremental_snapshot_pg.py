@@ -62,3 +62,14 @@ def test_chunks_encode_together_as_alone(pg: Any, pg_database: str, tmp_path: Pa
 
 def test_watermark_rows(pg: Any, pg_database: str, tmp_path: Path) -> None:
     cases.watermark_rows(_setup(pg, pg_database, tmp_path, "incpg8"))
+
+
+@pytest.mark.timeout(COMPLETE_S)
+@pytest.mark.parametrize("reader", ["thread", "spark"])
+def test_table_dropped_mid_snapshot(pg: Any, pg_database: str, tmp_path: Path, reader: str) -> None:
+    extra = {
+        **(cases.SPARK_SETTINGS if reader == "spark" else {}),
+        "incremental__snapshot__chunk__size": "200",
+    }
+    s = _setup(pg, pg_database, tmp_path, f"incpg9{int(reader == 'spark')}", **extra)
+    cases.table_dropped_mid_snapshot(s, tmp_path)

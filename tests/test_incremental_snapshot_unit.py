@@ -432,10 +432,14 @@ def test_chunks_planned_ahead_continue_where_the_stored_plans_end() -> None:
     from connectors.snapshot.incremental_plan import plan_ahead
 
     table_keys = {"public.a": list(range(1, 11)), "public.e": [], "public.b": [100, 200]}
+    refreshed: list[str] = []  # the planner asks before planning a table's chunks
 
     class Source:
         def table(self, table: str) -> Any:
             return (type("TS", (), {"key_names": ["id"]})(), None) if table in table_keys else None
+
+        def refresh(self, table: str) -> None:
+            refreshed.append(table)  # (`table` reads `table_keys` each time)
 
         def max_key(self, table: str, key: Any, condition: Any) -> Any:
             keys = table_keys[table]
@@ -465,6 +469,17 @@ def test_chunks_planned_ahead_continue_where_the_stored_plans_end() -> None:
     assert [n for n, _ in new] == [2, 3, 4]
     assert plans[4]["completed"] == ["public.gone", "public.e"]
     assert plans[4]["statuses"] == {"public.gone": "UNKNOWN_SCHEMA", "public.e": "EMPTY"}
+    # public.a dropped after its first chunks went out: the next plan lists it UNKNOWN_SCHEMA
+    del table_keys["public.a"]
+    refreshed.clear()
+    plans, new = plan_ahead(p, {}, Source(), 3, 1)  # type: ignore[arg-type]
+    assert [(n, pl["table"], pl["lower"], pl["upper"]) for n, pl in new] == [(1, "public.b", None, ["200"])]
+    assert new[0][1]["statuses"] == {
+        "public.a": "UNKNOWN_SCHEMA",
+        "public.gone": "UNKNOWN_SCHEMA",
+        "public.e": "EMPTY",
+    }
+    assert refreshed[0] == "public.a"
 
 
 def test_the_chunk_job_holds_new_chunks_while_the_stream_lags() -> None:

@@ -206,9 +206,11 @@ class MySqlChunkSource(SignalRows):
         pieces: list[TextBatch | list[Any]] = []
         count = 0
         last: list[Any] | None = None
+        ran = False
         for got, _encode in select_pieces(
             self.conn, query, Chunk(q.table, 0, None, None), enc, max(q.fetch or q.limit, 1)
         ):
+            ran = True
             for piece in got:
                 if isinstance(piece, TextBatch):
                     if piece.num_rows == 0:
@@ -222,6 +224,8 @@ class MySqlChunkSource(SignalRows):
                     pieces.append([r[:width] for r in piece])
                     last = [_text(v) for v in piece[-1][width:]]
                 count += len(pieces[-1])
+        if not ran:  # the table was dropped since: `table` says it is gone from now on
+            self._tables[q.table] = None
         return ReadRows(count, last, MySqlRowCodec(enc), pieces)
 
 

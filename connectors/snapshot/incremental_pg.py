@@ -105,7 +105,15 @@ class PgChunkSource(SignalRows):
         self._tables.pop(table, None)
 
     def refresh(self, table: str) -> None:
-        pass  # PostgreSQL's DDL is not in its log: the schema read at first use, as the thread reader
+        """PostgreSQL's DDL is not in its log: the schema stays the one read at first use, as
+        with the thread reader. Only a table dropped or renamed since is noticed (one look-up
+        per chunk), so its chunks are not read (the read would fail) and it ends UNKNOWN_SCHEMA."""
+        if self._tables.get(table) is None:
+            return
+        with self.conn.cursor() as cur:
+            cur.execute("SELECT to_regclass(%s)", (self._name(table),))
+            if cur.fetchone()[0] is None:
+                self._tables[table] = None
 
     def columns(self, table: str) -> list[str]:
         found = self.table(table)

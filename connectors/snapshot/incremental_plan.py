@@ -97,6 +97,7 @@ def _plan_next(cursor: Progress, src: ChunkSource, chunk_size: int, slots: int) 
     while collections:
         cur = collections[0]
         table, condition, surrogate = cur["id"], cur.get("condition"), cur.get("surrogate_key")
+        src.refresh(table)  # (a table dropped mid-snapshot: `table_start` finds it gone)
         _ts, key, max_key, status = table_start(src, cur, max_key)
         if status is not None:
             completed.append(table)

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import orjson
 import pyarrow as pa
 
+from connectors.api import TidemarkError
 from connectors.format.tableschema import TableSchema
 from connectors.snapshot.incremental_staging import ChunkMeta, EncodedPart, ReadRows, Staging, dedup_of
 
@@ -165,8 +166,9 @@ class ChunkSource(Protocol):
     def forget(self, table: str) -> None: ...
 
     def refresh(self, table: str) -> None:
-        """Forget `table`'s schema if its definition changed since it was read (the Spark job's
-        workers do not see the stream's DDL, which makes the thread reader call `forget`)."""
+        """Forget `table`'s schema if its definition changed since it was read, or the table is
+        gone (the Spark job's planner and workers do not see the stream's DDL, which makes the
+        thread reader call `forget`; PostgreSQL notices only a table gone)."""
 
     def columns(self, table: str) -> list[str]: ...
 
@@ -421,7 +423,8 @@ class ChunkReader:
                         progress.chunk_id,
                         e,
                         backoff,
-                        exc_info=not isinstance(e, OSError | ConnectionError),
+                        # (our own errors say what happened: a traceback only for the others)
+                        exc_info=not isinstance(e, TidemarkError | OSError | ConnectionError),
                     )
                     self._drop_source()
                     if not ctl.sleep(backoff):
@@ -547,6 +550,8 @@ class ChunkReader:
                     table_rows += rows.count
                     break
                 rows = None
+                if src.table(table) is None:  # the read found it dropped (as Debezium: no schema)
+                    status = "UNKNOWN_SCHEMA"
             log.info("incremental snapshot: table %s done (%s, %d rows)", table, status, table_rows)
             if self.controller.running(p.snapshot_id, table):  # (not stopped meanwhile)
                 notify.table_scan_completed(

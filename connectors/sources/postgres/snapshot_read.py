@@ -136,7 +136,8 @@ def _translate(exc: Exception, uri: str, what: str, snapshot: str | None) -> Tid
     if state in ("42P01", "42703"):
         return TerminalError(
             f"{what}: {first} (the table changed since the snapshot was planned?)",
-            "a table dropped or altered mid-snapshot is planned again on the next start",
+            "an initial snapshot plans a table dropped or altered mid-snapshot again on its next "
+            "start; an incremental snapshot reads the chunk again and skips a table that is gone",
         )
     return TerminalError(f"{what}: {first}")
 
