@@ -137,7 +137,8 @@ def _translate(exc: Exception, uri: str, what: str, snapshot: str | None) -> Tid
         return TerminalError(
             f"{what}: {first} (the table changed since the snapshot was planned?)",
             "an initial snapshot plans a table dropped or altered mid-snapshot again on its next "
-            "start; an incremental snapshot reads the chunk again and skips a table that is gone",
+            "start; an incremental snapshot reads the chunk again and skips a table that is gone; "
+            "a blocking snapshot stops, and streaming resumes (send the signal again)",
         )
     return TerminalError(f"{what}: {first}")
 
