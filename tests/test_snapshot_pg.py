@@ -475,7 +475,9 @@ def test_spark_starts_while_planning_and_chunks_run_in_warmed_workers(
     planned = re.search(r"1 tables in (\d+) chunks", proc.stderr)
     assert planned and int(planned.group(1)) >= 4
     assert len(ran_in) == int(planned.group(1)), ran_in
-    assert workers <= set(ran_in) and len(workers | set(ran_in)) <= slots, (ran_in, workers)
+    # (a warmed worker may get no chunk: on a loaded machine a slot's tasks can end before the
+    # next one is given out, and the idle worker is reused; that once failed `workers <= ran_in`)
+    assert workers & set(ran_in) and len(workers | set(ran_in)) <= slots, (ran_in, workers)
     assert len(read_jsonl(tmp_path / "initial_only.jsonl")) == 2000
 
 
