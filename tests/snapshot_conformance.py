@@ -2,13 +2,18 @@
 tests/test_snapshot_conformance_mysql.py): Debezium 3.6's initial snapshot, checked on its own;
 then `tidemark snapshot` with the same source properties, compared with it per topic as
 multisets (tests/conformance/normalize.py, "snapshots").
+
+The two snapshots run at once (Debezium's on a thread, `debezium_in_background`): they read
+the same unchanging tables, each in its own view, and Debezium's JVM start overlaps Spark's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import Counter
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +51,21 @@ def debezium_snapshot(
     return records
 
 
+def debezium_in_background(*args: Any, **kwargs: Any) -> Callable[[], list[dict[str, Any]]]:
+    """`debezium_snapshot(*args, **kwargs)` started on a thread now; the returned callable waits
+    for its records (raising what it raised)."""
+    pool = ThreadPoolExecutor(1, thread_name_prefix="debezium-snapshot")
+    future = pool.submit(debezium_snapshot, *args, **kwargs)
+    pool.shutdown(wait=False)  # the thread ends with its one task
+    return future.result
+
+
 def tidemark_snapshot_conforms(
     tmp_path: Path,
     variant: str,
     connector_class: str,
     source: Mapping[str, str],
-    debezium: list[dict[str, Any]],
+    debezium_records: Callable[[], list[dict[str, Any]]],
     *,
     sink: str,
     prefix: str,
@@ -59,8 +73,8 @@ def tidemark_snapshot_conforms(
 ) -> None:
     """`tidemark snapshot` with `source` into `sink` ("jsonl": keys and values, the file keeps
     no headers; "delta": the change log rebuilt into Kafka records, headers too), compared with
-    Debezium's `debezium` records. Both sides' sizes and marks go to `tmp_path/summary.json`
-    for inspection when the comparison fails."""
+    Debezium's records (`debezium_records()`, waited for once Tidemark's run ends). Both sides'
+    sizes and marks go to `tmp_path/summary.json` for inspection when the comparison fails."""
     tm_out = tmp_path / "tidemark.jsonl"
     warehouse = tmp_path / "warehouse"
     log = tmp_path / "tidemark.log"
@@ -71,7 +85,13 @@ def tidemark_snapshot_conforms(
         jsonl=tm_out if sink == "jsonl" else None,
         warehouse=warehouse,
     )
-    run_tidemark_snapshot(config, log)
+    try:
+        run_tidemark_snapshot(config, log)
+    except BaseException:
+        with contextlib.suppress(Exception):  # Tidemark's failure is the one reported
+            debezium_records()  # its JVM ends before the test does
+        raise
+    debezium = debezium_records()
     if sink == "jsonl":
         assert tm_out.exists(), f"tidemark wrote no {tm_out}; log {log}"
         tidemark, expected_side = read_jsonl(tm_out), without_headers(debezium)

@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 from cdc import write_config
-from conformance.debezium import read_jsonl, run_debezium
+from conformance.debezium import read_jsonl, run_debezium, start_debezium
 from conformance.mysql import workload
 from conformance.normalize import assert_conform
 from conformance.tidemark import run_tidemark, with_headers
@@ -104,18 +104,17 @@ def test_tidemark_matches_debezium(
     run_tidemark(config, tmp_path / "tidemark-start.log")
     tm_out.write_text("")  # the start run's records (none expected beyond the snapshot's) are not compared
 
-    # 2. the workload, then both catch up
+    # 2. the workload, then both catch up at once (Debezium's JVM starts while Tidemark runs)
     workload.execute(mysql57, db, workload.STEPS)
-    run_tidemark(config, tmp_path / "tidemark.log")
-    changelog = tmp_path / "warehouse" / PREFIX / "changelog"
-    tidemark = with_headers(read_jsonl(tm_out), changelog, skip=_start_records(changelog, tm_out))
-    # Debezium skips the workload's first marker row after its restart (workload.STEPS), so it is
-    # expected to emit Tidemark's compared records (no marker ones): at that count it stops,
-    # instead of waiting the idle seconds for a record that never comes.
-    compared = _without_gtid(tidemark)
-    debezium = run_debezium(
-        dbz_props, dbz_out, expected=len(compared), idle=20.0, timeout=240.0, allow_fewer=True
-    )
+    with start_debezium(dbz_props, dbz_out, idle=20.0, timeout=240.0) as dbz:
+        run_tidemark(config, tmp_path / "tidemark.log")
+        changelog = tmp_path / "warehouse" / PREFIX / "changelog"
+        tidemark = with_headers(read_jsonl(tm_out), changelog, skip=_start_records(changelog, tm_out))
+        # Debezium skips the workload's first marker row after its restart (workload.STEPS), so
+        # it is expected to emit Tidemark's compared records (no marker ones): at that count it
+        # stops, instead of waiting the idle seconds for a record that never comes.
+        compared = _without_gtid(tidemark)
+        debezium = dbz.finish(len(compared), allow_fewer=True)
     assert debezium, f"Debezium emitted nothing; see {tmp_path / 'debezium.jsonl.log'}"
     assert_conform(_without_gtid(debezium), compared)
 

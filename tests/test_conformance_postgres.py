@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from cdc import write_config
-from conformance.debezium import read_jsonl, run_debezium
+from conformance.debezium import read_jsonl, start_debezium
 from conformance.normalize import assert_conform
 from conformance.postgres import workload
 from conformance.tidemark import REPO, run_tidemark, with_headers
@@ -227,31 +227,12 @@ def capture_and_compare(
     conn_props = pg.props(**{"database.dbname": pg_database})
     source = {**COMMON, **extra, "publication.name": pub}
 
-    # --- Tidemark on slot B ----------------------------------------------------------------
-    tm_out = tmp_path / "tidemark.jsonl"
-    # Delta too: its change log keeps each record's Kafka headers, which the jsonl lines do not.
-    config = write_config(
-        tmp_path / "tidemark.properties",
-        {
-            "connector.class": "postgres",
-            "name": f"tm-{variant}",
-            **conn_props,
-            **source,
-            "slot.name": slot_tm,
-        },
-        sinks="jsonl,delta",
-        jsonl=tm_out,
-        warehouse=tmp_path / "warehouse",
-    )
-    run_tidemark(config, tmp_path / "tidemark.log")
-    assert tm_out.exists(), f"tidemark wrote no {tm_out}; log {tmp_path / 'tidemark.log'}"
-    tidemark = with_headers(read_jsonl(tm_out), tmp_path / "warehouse" / COMMON["topic.prefix"] / "changelog")
-
-    # --- Debezium 3.6 on slot A (own JVM in a subprocess) -----------------------------------
-    # Stop at Tidemark's count (plus quiet seconds for any extra record): an idle-only stop cut
-    # Debezium short on a loaded machine, while it read the catalog between tables.
+    # --- Debezium 3.6 on slot A (own JVM in a subprocess), started first: its JVM starts and
+    # reads while Tidemark runs. It stops at Tidemark's count (plus quiet seconds for any extra
+    # record): an idle-only stop cut Debezium short on a loaded machine, while it read the
+    # catalog between tables.
     dbz_out = tmp_path / "debezium.jsonl"
-    debezium = run_debezium(
+    with start_debezium(
         {
             "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
             "name": f"dbz-{variant}",
@@ -260,11 +241,31 @@ def capture_and_compare(
             "slot.name": slot_dbz,
         },
         dbz_out,
-        expected=len(tidemark),
         idle=30.0,
         timeout=240.0,
-        allow_fewer=True,
-    )
+    ) as dbz:
+        # --- Tidemark on slot B ------------------------------------------------------------
+        tm_out = tmp_path / "tidemark.jsonl"
+        # Delta too: its change log keeps each record's Kafka headers, which the jsonl lines do not.
+        config = write_config(
+            tmp_path / "tidemark.properties",
+            {
+                "connector.class": "postgres",
+                "name": f"tm-{variant}",
+                **conn_props,
+                **source,
+                "slot.name": slot_tm,
+            },
+            sinks="jsonl,delta",
+            jsonl=tm_out,
+            warehouse=tmp_path / "warehouse",
+        )
+        run_tidemark(config, tmp_path / "tidemark.log")
+        assert tm_out.exists(), f"tidemark wrote no {tm_out}; log {tmp_path / 'tidemark.log'}"
+        tidemark = with_headers(
+            read_jsonl(tm_out), tmp_path / "warehouse" / COMMON["topic.prefix"] / "changelog"
+        )
+        debezium = dbz.finish(len(tidemark), allow_fewer=True)
     assert debezium, f"Debezium emitted nothing; see {dbz_out}.log"
 
     # keep both sides for inspection when the comparison fails

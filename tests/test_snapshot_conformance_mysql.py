@@ -34,7 +34,7 @@ import pytest
 from conformance.debezium import read_jsonl
 from conformance.mysql import workload
 from conformance.normalize import assert_snapshot_conform, is_schema_change_record
-from snapshot_conformance import debezium_snapshot, tidemark_snapshot_conforms
+from snapshot_conformance import debezium_in_background, tidemark_snapshot_conforms
 from test_conformance_mysql import VARIANTS
 
 from connectors.app.embedded.mariadb import MariaDbServer
@@ -85,7 +85,7 @@ def test_snapshot_matches_debezium(
         **SNAPSHOT_VARIANTS[variant],
         "database.include.list": db,
     }
-    debezium = debezium_snapshot(
+    debezium = debezium_in_background(
         tmp_path,
         variant,
         "io.debezium.connector.mysql.MySqlConnector",

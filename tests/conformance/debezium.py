@@ -2,14 +2,17 @@
 
 JPype can start exactly one JVM per process and never restart it, so the JVM must not live in
 the pytest process: :func:`run_debezium` starts ``python debezium.py --child ...`` and waits.
+:func:`start_debezium` returns at once and ``finish(expected)`` waits later: Debezium's JVM
+starts and reads while the test runs Tidemark, and the count to stop at can come from Tidemark's
+run (the child reads it from a file beside its output).
 
 Output: one JSON object per line, ``{"topic", "key", "value"}`` (the shape of Tidemark's jsonl
 sink) plus ``"headers"`` (``[[name, value], ...]``) when the record carries Connect headers (e.g.
 ``__debezium.oldkey`` / ``__debezium.newkey`` on a primary-key change).
 
-The child stops when ``expected`` records arrived (and 2 s passed without more), or after ``idle`` quiet seconds (once at least
-one record arrived, or ``first_record_timeout`` seconds after start when none did), and always by
-``timeout``. Offsets live next to the output file, so a second run continues where one stopped.
+The child stops when ``expected`` records arrived (and 2 s passed without more), or after
+``idle`` quiet seconds (once at least one record arrived, or ``first_record_timeout`` seconds
+after start when none did), and always by ``timeout``. Offsets live next to the output file, so a second run continues where one stopped.
 
 :func:`run_debezium_snapshot` runs Debezium's initial snapshot of the tables as they are (run the
 workload first): it stops 1 s after the record marked ``source.snapshot: last`` (Debezium marks the
@@ -27,6 +30,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 DEFAULTS = {
     "name": "tidemark-conformance",
@@ -42,31 +46,76 @@ class DebeziumRunError(RuntimeError):
     pass
 
 
-def run_debezium(
+class DebeziumRun:
+    """A Debezium child started by :func:`start_debezium`; :meth:`finish` waits for it. As a
+    context manager it kills a child not finished by the block's end (the caller failed)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], out: Path, log_path: Path, timeout: float) -> None:
+        self.proc, self.out, self.log_path, self.timeout = proc, out, log_path, timeout
+
+    def __enter__(self) -> DebeziumRun:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def finish(self, expected: int | None = None, *, allow_fewer: bool = False) -> list[dict]:
+        """Tell the child ``expected`` (when it was not known at the start), wait for it and
+        return the records it wrote; see :func:`run_debezium`."""
+        if expected is not None:
+            _write_expected(self.out, expected)
+        try:
+            rc = self.proc.wait(timeout=self.timeout + 90)
+        except subprocess.TimeoutExpired as e:
+            self.proc.kill()
+            self.proc.wait()
+            raise DebeziumRunError(
+                f"Debezium child did not stop within {self.timeout + 90}s; log: {self.log_path}"
+            ) from e
+        records = read_jsonl(self.out)
+        if rc != 0:
+            tail = self.log_path.read_text(errors="replace")[-3000:]
+            raise DebeziumRunError(f"Debezium child exited with {rc}; log {self.log_path}:\n{tail}")
+        if expected is not None and len(records) < expected and not allow_fewer:
+            raise DebeziumRunError(
+                f"Debezium emitted {len(records)} records, expected {expected}; log: {self.log_path}"
+            )
+        return records
+
+
+def _expected_file(out: Path) -> Path:
+    return out.with_suffix(out.suffix + ".expected")
+
+
+def _write_expected(out: Path, expected: int) -> None:
+    tmp = out.with_suffix(out.suffix + ".expected.tmp")
+    tmp.write_text(str(expected))
+    tmp.replace(_expected_file(out))  # the child never reads half a number
+
+
+def start_debezium(
     props: dict[str, object],
     out: str | os.PathLike[str],
     *,
-    expected: int | None = None,
     idle: float = 6.0,
     timeout: float = 240.0,
     first_record_timeout: float = 60.0,
     jvm_opts: list[str] | None = None,
     log: str | os.PathLike[str] | None = None,
-    allow_fewer: bool = False,
     until_topic: str | None = None,
     until_snapshot_last: bool = False,
     until_reads: int | None = None,
-) -> list[dict]:
-    """Run Debezium on ``props`` (plain connector properties) and return the records written to
-    ``out`` by this run (the file is truncated first). Raises DebeziumRunError if the child fails
-    or, when ``expected`` is given, if fewer records arrived before the deadline (unless
-    ``allow_fewer``: the caller compares the records itself). ``until_topic``: also stop 1 s
-    after a record whose topic ends with it arrived. ``until_snapshot_last``: also stop 1 s after
-    the record whose ``source.snapshot`` is ``last`` arrived. ``until_reads``: also stop 2 s
-    after that many ``op: r`` records arrived (an incremental snapshot's rows)."""
+) -> DebeziumRun:
+    """Start Debezium on ``props`` in its child process and return at once: the JVM starts and
+    the connector reads while the caller does something else (e.g. runs Tidemark on its own
+    slot), then ``finish(expected)`` gives the count to stop at and waits. The arguments are
+    :func:`run_debezium`'s."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("")
+    _expected_file(out).unlink(missing_ok=True)
     cfg = dict(DEFAULTS)
     cfg["offset.storage.file.filename"] = str(out.with_suffix(out.suffix + ".offsets"))
     cfg.update({k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in props.items()})
@@ -87,9 +136,9 @@ def run_debezium(
         str(timeout),
         "--first-record-timeout",
         str(first_record_timeout),
+        "--expected-file",
+        str(_expected_file(out)),
     ]
-    if expected is not None:
-        cmd += ["--expected", str(expected)]
     if until_topic:
         cmd += ["--until-topic", until_topic]
     if until_snapshot_last:
@@ -99,21 +148,29 @@ def run_debezium(
     for opt in jvm_opts or ["-Xmx512m"]:
         cmd += ["--jvm-opt=" + opt]
     with open(log_path, "w") as lf:
-        try:
-            rc = subprocess.run(cmd, stdout=lf, stderr=subprocess.STDOUT, timeout=timeout + 90).returncode
-        except subprocess.TimeoutExpired as e:
-            raise DebeziumRunError(
-                f"Debezium child did not stop within {timeout + 90}s; log: {log_path}"
-            ) from e
-    records = read_jsonl(out)
-    if rc != 0:
-        tail = log_path.read_text(errors="replace")[-3000:]
-        raise DebeziumRunError(f"Debezium child exited with {rc}; log {log_path}:\n{tail}")
-    if expected is not None and len(records) < expected and not allow_fewer:
-        raise DebeziumRunError(
-            f"Debezium emitted {len(records)} records, expected {expected}; log: {log_path}"
-        )
-    return records
+        proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT)
+    return DebeziumRun(proc, out, log_path, timeout)
+
+
+def run_debezium(
+    props: dict[str, object],
+    out: str | os.PathLike[str],
+    *,
+    expected: int | None = None,
+    allow_fewer: bool = False,
+    **start: Any,
+) -> list[dict]:
+    """Run Debezium on ``props`` (plain connector properties) and return the records written to
+    ``out`` by this run (the file is truncated first). Raises DebeziumRunError if the child fails
+    or, when ``expected`` is given, if fewer records arrived before the deadline (unless
+    ``allow_fewer``: the caller compares the records itself). ``start``: :func:`start_debezium`'s
+    keywords: ``idle``, ``timeout``, ``first_record_timeout``, ``jvm_opts``, ``log``;
+    ``until_topic``: also stop 1 s after a record whose topic ends with it arrived;
+    ``until_snapshot_last``: also stop 1 s after the record whose ``source.snapshot`` is ``last``
+    arrived; ``until_reads``: also stop 2 s after that many ``op: r`` records arrived (an
+    incremental snapshot's rows)."""
+    with start_debezium(props, out, **start) as run:
+        return run.finish(expected, allow_fewer=allow_fewer)
 
 
 def run_debezium_snapshot(
@@ -252,12 +309,15 @@ def _child(a: argparse.Namespace) -> int:
     worker = threading.Thread(target=engine.run, daemon=True)
     worker.start()
     reason = "timeout"
+    expected = a.expected
     while time.time() - t0 < a.timeout:
+        if expected is None and a.expected_file and os.path.exists(a.expected_file):
+            expected = int(Path(a.expected_file).read_text())
         if not worker.is_alive():
             reason = "engine stopped"
             break
         n = seen["n"]
-        if a.expected is not None and n >= a.expected and time.time() - seen["last"] > 2.0:
+        if expected is not None and n >= expected and time.time() - seen["last"] > 2.0:
             reason = "expected count"  # and 2 quiet seconds, so records beyond it are seen too
             break
         if seen["until"] and time.time() - seen["last"] > 1.0:
@@ -296,6 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=240.0)
     ap.add_argument("--first-record-timeout", type=float, default=60.0)
     ap.add_argument("--expected", type=int)
+    ap.add_argument("--expected-file", help="holds --expected once the caller knows it")
     ap.add_argument("--until-topic")
     ap.add_argument("--until-snapshot-last", action="store_true")
     ap.add_argument("--until-reads", type=int)

@@ -20,21 +20,6 @@ from conformance.tidemark import REPO, tidemark_cli
 SNAPSHOT_TIMEOUT = 600.0  # Spark start-up is part of the run
 
 
-def snapshot_command_available() -> tuple[bool, str]:
-    """Whether `tidemark snapshot --help` succeeds (the command is being built): (ok, output)."""
-    try:
-        proc = subprocess.run(
-            [tidemark_cli(), "snapshot", "--help"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            cwd=REPO,
-        )
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return False, repr(e)
-    return proc.returncode == 0, (proc.stdout + proc.stderr)[-2000:]
-
-
 def run_tidemark_snapshot(config: Path, log: Path, timeout: float = SNAPSHOT_TIMEOUT) -> None:
     """`tidemark snapshot --config FILE` to its end; fails the test on a non-zero exit."""
     cmd = [tidemark_cli(), "snapshot", "--config", str(config)]
