@@ -12,7 +12,8 @@ sink) plus ``"headers"`` (``[[name, value], ...]``) when the record carries Conn
 
 The child stops when ``expected`` records arrived (and 2 s passed without more), or after
 ``idle`` quiet seconds (once at least one record arrived, or ``first_record_timeout`` seconds
-after start when none did), and always by ``timeout``. Offsets live next to the output file, so a second run continues where one stopped.
+after start when none did), and always by ``timeout``. Offsets live next to the output file,
+so a second run continues where one stopped.
 
 :func:`run_debezium_snapshot` runs Debezium's initial snapshot of the tables as they are (run the
 workload first): it stops 1 s after the record marked ``source.snapshot: last`` (Debezium marks the
