@@ -253,3 +253,73 @@ def test_unique_name_and_warehouse(unique_name, warehouse: Path) -> None:
     assert a != b and a.startswith("my_slot_") and a.replace("_", "").isalnum()
     assert unique_name.server_id() != 1
     assert warehouse.is_dir() and not any(warehouse.iterdir())
+
+
+# --- polling --------------------------------------------------------------------------------
+
+
+class _Clock:
+    """time.monotonic/time.sleep of connectors.app.embedded.util, on a fake clock."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, s: float) -> None:
+        self.sleeps.append(round(s, 6))
+        self.now += s
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
+    from connectors.app.embedded import util
+
+    c = _Clock()
+    monkeypatch.setattr(util.time, "monotonic", c.monotonic)
+    monkeypatch.setattr(util.time, "sleep", c.sleep)
+    return c
+
+
+def _probe(clock: _Clock, cost: float, ready_at: int) -> Callable[[], bool]:
+    calls = [0]
+
+    def probe() -> bool:
+        clock.now += cost
+        calls[0] += 1
+        return calls[0] >= ready_at
+
+    return probe
+
+
+def test_wait_until_spaces_out_a_slow_probe(clock: _Clock) -> None:
+    from connectors.app.embedded.util import wait_until
+
+    # a 0.1 s probe takes at most a quarter of the time: 0.3 s between calls, not 0.05
+    assert wait_until(_probe(clock, 0.1, 4), 10, "it", interval=0.05)
+    assert clock.sleeps == [0.3, 0.3, 0.3]
+    # a cheap probe keeps the interval; a very slow one waits at most MAX_PROBE_PAUSE_S more
+    clock.sleeps.clear()
+    wait_until(_probe(clock, 0.001, 3), 10, "it", interval=0.05)
+    assert clock.sleeps == [0.05, 0.05]
+    clock.sleeps.clear()
+    wait_until(_probe(clock, 2.0, 2), 60, "it", interval=0.05)
+    assert clock.sleeps == [1.0]
+    # max_busy=1 polls back to back
+    clock.sleeps.clear()
+    wait_until(_probe(clock, 0.1, 3), 10, "it", interval=0, max_busy=1)
+    assert clock.sleeps == [0, 0]
+
+
+def test_wait_until_probes_last_at_the_deadline(clock: _Clock) -> None:
+    from connectors.app.embedded.util import HarnessError, wait_until
+
+    probe = _probe(clock, 0.1, 10**6)
+    with pytest.raises(HarnessError, match=r"timed out after 1s waiting for it"):
+        wait_until(probe, 1, "it", interval=0.05)
+    # calls at 0, 0.4 and 0.8 (0.1 s each, then 0.3 s apart); the last pause is cut to reach
+    # the deadline (1.0) exactly, where the final call is made
+    assert clock.sleeps == [0.3, 0.3, 0.1]
+    assert clock.now == pytest.approx(1.1)

@@ -60,21 +60,32 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
         return s.connect_ex((host, port)) == 0
 
 
+# The longest pause a slow probe adds between two calls (the detection delay it may cost).
+MAX_PROBE_PAUSE_S = 1.0
+
+
 def wait_until(
     probe: Callable[[], T | None],
     timeout: float,
     what: str,
     interval: float = 0.05,
     on_timeout: Callable[[], str] | None = None,
+    max_busy: float = 0.25,
 ) -> T:
     """Call ``probe`` until it returns something truthy or ``timeout`` seconds pass.
 
     Exceptions from the probe count as "not yet" (a server refusing connections while it starts),
     but the last one is reported if the deadline passes.
+
+    Calls are ``interval`` apart, or further apart when the probe itself is slow, so that probing
+    takes at most ``max_busy`` of the time (up to MAX_PROBE_PAUSE_S between calls): a probe that
+    reads a table every 50 ms would take a core from the work it waits for. ``max_busy=1`` polls
+    back to back. The last call is made at the deadline.
     """
     deadline = time.monotonic() + timeout
     last_exc: BaseException | None = None
     while True:
+        began = time.monotonic()
         try:
             result = probe()
             if result:
@@ -83,11 +94,13 @@ def wait_until(
             raise
         except Exception as exc:  # noqa: BLE001 - any failure means "not ready yet"
             last_exc = exc
-        if time.monotonic() >= deadline:
+        ended = time.monotonic()
+        if ended >= deadline:
             detail = f" (last error: {last_exc!r})" if last_exc else ""
             extra = f"\n{on_timeout()}" if on_timeout else ""
             raise HarnessError(f"timed out after {timeout:.0f}s waiting for {what}{detail}{extra}")
-        time.sleep(interval)
+        spaced = min((ended - began) * (1 / max_busy - 1), MAX_PROBE_PAUSE_S)
+        time.sleep(min(max(interval, spaced), deadline - ended))
 
 
 def tail(path: Path, lines: int = 40) -> str:
