@@ -323,3 +323,47 @@ def test_wait_until_probes_last_at_the_deadline(clock: _Clock) -> None:
     # the deadline (1.0) exactly, where the final call is made
     assert clock.sleeps == [0.3, 0.3, 0.1]
     assert clock.now == pytest.approx(1.1)
+
+
+# --- reading the sinks' output ----------------------------------------------------------------
+
+
+def test_read_bench_jsonl_reads_what_the_checks_need(tmp_path: Path) -> None:
+    import orjson
+    from cdc import read_bench_jsonl
+
+    def rec(topic: str, key: Any, after: Any, op: str = "c") -> bytes:
+        schema = {"type": "struct", "fields": [{"type": "int64", "field": "id"}]}
+        value = {
+            "schema": schema,
+            "payload": {"op": op, "before": None, "after": after, "source": {"snapshot": "false"}},
+        }
+        return (
+            orjson.dumps({"topic": topic, "key": {"schema": schema, "payload": key}, "value": value}) + b"\n"
+        )
+
+    out = tmp_path / "out.jsonl"
+    out.write_bytes(
+        rec("tm.public.bench", {"id": 1}, {"id": 1, "name": "a", "qty": 2, "note": "n"}, op="r")
+        + rec("tm.public.debezium_signal", {"id": "sig-1"}, {"id": "sig-1", "type": "x", "data": None})
+        + orjson.dumps({"topic": "tm.public.bench", "key": {"payload": {"id": 1}}, "value": None})
+        + b"\n"
+        + rec("tm.public.bench", {"id": 2}, {"id": 2, "name": "b", "qty": 3})[:40]  # being written
+    )
+    got = read_bench_jsonl(out, ".bench")
+    assert [r["topic"] for r in got] == ["tm.public.bench", "tm.public.bench"]  # no signal, no partial line
+    first = got[0]["value"]["payload"]
+    assert first["op"] == "r" and first["after"] == {"id": 1, "name": "a", "qty": 2}
+    assert first["source"]["snapshot"] == "false" and got[1]["value"] is None
+    assert read_bench_jsonl(tmp_path / "none.jsonl") == []
+    # unfiltered, every id must be an integer: the signal table's text ids are refused, not misread
+    with pytest.raises(Exception, match="changed from number to string"):
+        read_bench_jsonl(out)
+    # a schema change has a ddl and no op; a change event an op and no ddl (as read_jsonl's)
+    ddl = {"topic": "tm", "key": {"payload": {"databaseName": "d"}}, "value": {"payload": {"ddl": "CREATE"}}}
+    out.write_bytes(
+        orjson.dumps(ddl) + b"\n" + rec("tm.d.bench", {"id": 5}, {"id": 5, "name": "e", "qty": 1})
+    )
+    schema_change, change = (r["value"]["payload"] for r in read_bench_jsonl(out))
+    assert "op" not in schema_change and schema_change["ddl"] == "CREATE"
+    assert "ddl" not in change and change["op"] == "c"
