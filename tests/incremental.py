@@ -141,8 +141,13 @@ def config_extra(channels: str = "source,delta", **more: Any) -> dict[str, Any]:
     }
 
 
+def topic_records(jsonl: Path, suffix: str) -> list[dict[str, Any]]:
+    """The jsonl records of the topics ending with `suffix` (tombstones too)."""
+    return [r for r in cdc.read_jsonl(jsonl) if r["topic"].endswith(suffix)]
+
+
 def bench_records(jsonl: Path) -> list[dict[str, Any]]:
-    return [r for r in cdc.read_jsonl(jsonl) if r["topic"].endswith(".bench")]
+    return topic_records(jsonl, ".bench")
 
 
 def replayed(jsonl: Path) -> dict[int, tuple[str, int]]:

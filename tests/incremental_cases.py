@@ -8,7 +8,6 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import cdc
 import orjson
@@ -24,6 +23,7 @@ from incremental import (
     snapshot_keys,
     start,
     stop,
+    topic_records,
     wait_completed,
     wait_replay_matches,
     writer,
@@ -214,7 +214,7 @@ def conditions_stop_pause_keyless(s: Setup, tmp_path: Path) -> None:
         # ... and taken with a surrogate key
         s.cli_signal("execute-snapshot", "--tables", f"{s.ns}.nokey", "--surrogate-key", "n")
         wait_completed(s, 2, log)
-        nokey = [cdc.payload(r) for r in cdc.read_jsonl(s.jsonl) if r["topic"].endswith(".nokey")]
+        nokey = [cdc.payload(r) for r in topic_records(s.jsonl, ".nokey")]
         assert sorted(p["after"]["n"] for p in nokey if p["op"] == "r") == list(range(1, 51))
 
         # pause: no chunk is emitted while paused; resume: the snapshot goes on; stop: it ends.
@@ -403,7 +403,8 @@ def table_dropped_mid_snapshot(s: Setup, tmp_path: Path) -> None:
         s.sql("INSERT INTO other VALUES (3, 'after')")
         wait_until(
             lambda: any(
-                (cdc.payload(r).get("after") or {}).get("v") == "after" for r in _records(s, ".other")
+                r["value"] and (cdc.payload(r).get("after") or {}).get("v") == "after"
+                for r in topic_records(s.jsonl, ".other")
             ),
             60,
             "a change after the snapshot streamed",
@@ -418,14 +419,10 @@ def table_dropped_mid_snapshot(s: Setup, tmp_path: Path) -> None:
     assert scans[f"{s.ns}.other"]["status"] == "SUCCEEDED", scans
     text = log.read_text(errors="replace")
     assert "Traceback" not in text and " ERROR " not in text, text[-5000:]
-    snapshot = [r for r in _records(s, ".other") if cdc.payload(r).get("op") == "r"]
+    snapshot = [r for r in topic_records(s.jsonl, ".other") if r["value"] and cdc.payload(r)["op"] == "r"]
     assert sorted(cdc.payload(r)["after"]["id"] for r in snapshot) == [1, 2]
     read = [r for r in bench_records(s.jsonl) if r["value"] and cdc.payload(r).get("op") == "r"]
     assert len(read) >= 600  # (what was read before the drop was emitted)
-
-
-def _records(s: Setup, suffix: str) -> list[dict[str, Any]]:
-    return [r for r in cdc.read_jsonl(s.jsonl) if r["topic"].endswith(suffix) and r["value"]]
 
 
 # SIGKILLs of the reader=spark test (each restart also starts a Spark job): 1 unless set
