@@ -71,16 +71,31 @@ def test_chunks_encode_together_as_alone(mariadb: Any, mariadb_database: str, tm
     cases.chunks_encode_together_as_alone(_setup(mariadb, mariadb_database, tmp_path, 7314))
 
 
+def test_drop_races_on_the_real_drivers(mariadb: Any, mariadb_database: str, tmp_path: Path) -> None:
+    cases.drop_races_on_the_real_drivers(_setup(mariadb, mariadb_database, tmp_path, 7316), tmp_path)
+
+
 def test_watermark_rows(mariadb: Any, mariadb_database: str, tmp_path: Path) -> None:
     cases.watermark_rows(_setup(mariadb, mariadb_database, tmp_path, 7315))
 
 
 @pytest.mark.timeout(COMPLETE_S)
-@pytest.mark.parametrize("reader", ["thread", "spark"])
-def test_table_dropped_mid_snapshot(mariadb: Any, mariadb_database: str, tmp_path: Path, reader: str) -> None:
+@pytest.mark.parametrize(
+    ("reader", "ddl"),
+    [
+        ("thread", "DROP TABLE bench"),
+        ("spark", "DROP TABLE bench"),
+        ("thread", "RENAME TABLE bench TO bench_old"),
+    ],
+    ids=["thread", "spark", "thread-renamed"],
+)
+def test_table_dropped_mid_snapshot(
+    mariadb: Any, mariadb_database: str, tmp_path: Path, reader: str, ddl: str
+) -> None:
     extra = {
         **(cases.SPARK_SETTINGS if reader == "spark" else {}),
         "incremental__snapshot__chunk__size": "200",
     }
-    s = _setup(mariadb, mariadb_database, tmp_path, 7320 + int(reader == "spark"), **extra)
-    cases.table_dropped_mid_snapshot(s, tmp_path)
+    server_id = 7320 + int(reader == "spark") + 2 * int(ddl.startswith("RENAME"))
+    s = _setup(mariadb, mariadb_database, tmp_path, server_id, **extra)
+    cases.table_dropped_mid_snapshot(s, tmp_path, ddl)

@@ -60,6 +60,10 @@ def test_chunks_encode_together_as_alone(pg: Any, pg_database: str, tmp_path: Pa
     cases.chunks_encode_together_as_alone(_setup(pg, pg_database, tmp_path, "incpg7"))
 
 
+def test_drop_races_on_the_real_drivers(pg: Any, pg_database: str, tmp_path: Path) -> None:
+    cases.drop_races_on_the_real_drivers(_setup(pg, pg_database, tmp_path, "incpga"), tmp_path)
+
+
 def test_watermark_rows(pg: Any, pg_database: str, tmp_path: Path) -> None:
     cases.watermark_rows(_setup(pg, pg_database, tmp_path, "incpg8"))
 

@@ -753,7 +753,12 @@ class IncrementalSnapshots:
         ts = ts or self._schema(table)
         if ts is None:
             if staged.afters:  # (a table dropped mid-snapshot leaves chunks without rows: nothing lost)
-                log.error("incremental snapshot: no schema for %s; its chunk is not emitted", table)
+                log.warning(
+                    "incremental snapshot: %s is gone (dropped or renamed) since this chunk of it "
+                    "was read; its %d rows are not emitted (the stream has passed the DDL)",
+                    table,
+                    len(staged.afters),
+                )
             return 0, None
         keys, afters, arrays = staged.keys, staged.afters, staged.arrays
         if dropped:

@@ -31,6 +31,7 @@ from connectors.snapshot.incremental_read import (
     ChunkSource,
     close_window,
     dedup_values,
+    dropped_meanwhile,
     encoded,
     instant,
     table_start,
@@ -99,6 +100,17 @@ def _plan_next(cursor: Progress, src: ChunkSource, chunk_size: int, slots: int) 
         table, condition, surrogate = cur["id"], cur.get("condition"), cur.get("surrogate_key")
         src.refresh(table)  # (a table dropped mid-snapshot: `table_start` finds it gone)
         _ts, key, max_key, status = table_start(src, cur, max_key)
+        bounds: list[list[Any]] = []
+        if status is None:
+            assert max_key is not None
+            q = ChunkQuery(table, key, last_key, max_key, condition, chunk_size * slots)
+            try:
+                bounds = src.boundaries(q, chunk_size)
+            except Exception:
+                if not dropped_meanwhile(src, table):
+                    raise
+                log.warning("incremental snapshot: table %s was dropped while its chunks were planned", table)
+                status = "UNKNOWN_SCHEMA"
         if status is not None:
             completed.append(table)
             statuses[table] = status
@@ -106,8 +118,6 @@ def _plan_next(cursor: Progress, src: ChunkSource, chunk_size: int, slots: int) 
             max_key, last_key = None, None
             continue
         assert max_key is not None
-        q = ChunkQuery(table, key, last_key, max_key, condition, chunk_size * slots)
-        bounds = src.boundaries(q, chunk_size)
         if len(bounds) < slots and (not bounds or bounds[-1] != max_key):
             bounds.append(max_key)  # the rows after the last full chunk, up to the maximum key
         out: list[Plan] = []
@@ -173,7 +183,14 @@ def read_planned(
             q = ChunkQuery(
                 table, plan["key"], plan["lower"], plan["upper"], plan["condition"], 1 << 62, fetch=10_000
             )
-            rows = encoded(src.read(q))
+            try:
+                rows = encoded(src.read(q))
+            except Exception:
+                if not dropped_meanwhile(src, table):
+                    raise  # (the job is started again and reads the chunk again)
+                log.warning(
+                    "incremental snapshot: table %s was dropped; chunk %s has no rows", table, chunk_id
+                )
     meta = plan_meta(plan, len(rows.afters))
     staging.write(chunk_id, meta, rows.keys, rows.afters, dedup_values(rows, plan["surrogate_key"]))
     close_window(src, chunk_id, strategy, opened)

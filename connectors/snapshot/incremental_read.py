@@ -273,6 +273,18 @@ def _after(cols: Sequence[str], lits: Sequence[str]) -> str:
     return "(" + " OR ".join(parts) + ")"
 
 
+def dropped_meanwhile(src: ChunkSource, table: str) -> bool:
+    """After a query of `table` failed: whether the table is gone (dropped or renamed between the
+    look-up of its schema and the query), which ends it UNKNOWN_SCHEMA as Debezium does instead
+    of failing the chunk. Any other failure (and one of this look-up) is the caller's to raise."""
+    try:
+        src.refresh(table)
+        return src.table(table) is None
+    except Exception:  # noqa: BLE001 - the connection broke too: the first error is the one to see
+        log.debug("looking up %s after a failed query failed", table, exc_info=True)
+        return False
+
+
 def table_start(
     src: ChunkSource, collection: dict[str, Any], max_key: list[Any] | None
 ) -> tuple[TableSchema | None, list[str], list[Any] | None, str | None]:
@@ -288,7 +300,13 @@ def table_start(
     if not key:
         return found[0], key, None, "NO_PRIMARY_KEY"
     if max_key is None:
-        max_key = src.max_key(table, key, collection.get("condition"))
+        try:
+            max_key = src.max_key(table, key, collection.get("condition"))
+        except Exception:
+            if not dropped_meanwhile(src, table):
+                raise
+            log.warning("incremental snapshot: table %s was dropped as its snapshot began; skipped", table)
+            return None, [], None, "UNKNOWN_SCHEMA"
         if max_key is None:
             return found[0], key, None, "EMPTY"
         log.info("incremental snapshot of %s will end at key %s", table, max_key)
