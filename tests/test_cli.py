@@ -373,3 +373,22 @@ def test_demo_refuses_an_unknown_source_before_starting(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert "unknown --source oracle" in proc.stderr and "choose from postgres, mariadb" in proc.stderr
     assert not (tmp_path / "d").exists()
+
+
+def test_the_job_directory_of_a_killed_connector_is_removed_at_the_next_start(tmp_path: Path) -> None:
+    """A connector killed together with its snapshot job (SIGKILL of the process group) leaves
+    the job's temporary directory; the next start removes those of connectors that are gone and
+    no other (a live one's, or any not named by a pid)."""
+    from connectors.app.snapshot_job import reap_leftovers
+
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    gone = tmp_path / f"tidemark-snapshot-{ended.pid}-k3x_1"
+    gone.mkdir()
+    (gone / "outcome.json").write_text("{}")
+    live = tmp_path / f"tidemark-snapshot-{os.getpid()}-q9z_2"
+    live.mkdir()
+    unnamed = tmp_path / "tidemark-snapshot-ab_cd1"  # (the name before the pid was in it)
+    unnamed.mkdir()
+    assert reap_leftovers(tmp_path) == [gone]
+    assert not gone.exists() and live.is_dir() and unnamed.is_dir()

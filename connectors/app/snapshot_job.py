@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -31,10 +32,38 @@ def needs_job(cfg: ConnectorConfig) -> bool:
     return cfg.source.snapshot_mode not in NO_SNAPSHOT_MODES
 
 
+_TMP_PREFIX = "tidemark-snapshot-"  # + the connector's pid + "-": whose directory it is
+
+
+def reap_leftovers(root: Path | None = None) -> list[Path]:
+    """Remove the job directories (under `root`, default the temp directory) of connectors that
+    are gone: one killed together with its job (a SIGKILL of the process group) leaves its
+    directory behind, as neither lives to remove it. Returns those removed."""
+    removed = []
+    for path in Path(root or tempfile.gettempdir()).glob(f"{_TMP_PREFIX}*-*"):
+        pid = path.name[len(_TMP_PREFIX) :].partition("-")[0]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 def run_job(config: Path, log_level: str) -> dict[str, Any]:
     """Run the job to its end; returns its outcome (`snapshot`, `stream`, `reason`, `rows`, ...).
     SIGTERM/SIGINT stop it (the next start resumes the snapshot) and raise."""
-    with tempfile.TemporaryDirectory(prefix="tidemark-snapshot-") as tmp:
+    reap_leftovers()
+    with tempfile.TemporaryDirectory(prefix=f"{_TMP_PREFIX}{os.getpid()}-") as tmp:
         result = Path(tmp) / "outcome.json"
         cmd = [
             sys.executable,
