@@ -617,7 +617,7 @@ def drop_races_on_the_real_drivers(s: Setup, tmp_path: Path) -> None:
     planner failed with psycopg2's UndefinedTable about 1 run in 5 of the end-to-end test.)"""
     from connectors.snapshot.incremental import Progress
     from connectors.snapshot.incremental_plan import chunk_source, plan_ahead, read_planned
-    from connectors.snapshot.incremental_read import table_start
+    from connectors.snapshot.incremental_read import ChunkQuery, read_unless_dropped, table_start
     from connectors.snapshot.incremental_staging import Staging
 
     s.sql(SIGNAL_DDL)
@@ -656,6 +656,14 @@ def drop_races_on_the_real_drivers(s: Setup, tmp_path: Path) -> None:
         )
         staged = staging.read("s2-0")
         assert rows == 0 and staged is not None and staged.afters == []
+        # the thread reader's read: no rows, and the table known gone (it then ends UNKNOWN_SCHEMA);
+        # PostgreSQL's read raises (None here), MySQL's finds nothing and says the table is gone
+        t6 = fresh("race_thread")
+        q = ChunkQuery(t6, ["id"], None, ["5"], None, 2)
+        assert src.table(t6) is not None
+        got = read_unless_dropped(_DropsBefore(src, s, "race_thread", "read"), q)
+        assert (got is None) if s.dialect == "postgres" else (got is not None and got.count == 0)
+        assert src.table(t6) is None
         # a failure of a table that is still there is raised
         t5 = fresh("race_none")
         with pytest.raises(Exception, match="(?i)nosuch"):

@@ -34,6 +34,7 @@ from connectors.snapshot.incremental_read import (
     dropped_meanwhile,
     encoded,
     instant,
+    read_unless_dropped,
     table_start,
 )
 from connectors.snapshot.incremental_staging import ChunkMeta, Staging
@@ -183,14 +184,9 @@ def read_planned(
             q = ChunkQuery(
                 table, plan["key"], plan["lower"], plan["upper"], plan["condition"], 1 << 62, fetch=10_000
             )
-            try:
-                rows = encoded(src.read(q))
-            except Exception:
-                if not dropped_meanwhile(src, table):
-                    raise  # (the job is started again and reads the chunk again)
-                log.warning(
-                    "incremental snapshot: table %s was dropped; chunk %s has no rows", table, chunk_id
-                )
+            got = read_unless_dropped(src, q)
+            if got is not None:
+                rows = encoded(got)
     meta = plan_meta(plan, len(rows.afters))
     staging.write(chunk_id, meta, rows.keys, rows.afters, dedup_values(rows, plan["surrogate_key"]))
     close_window(src, chunk_id, strategy, opened)

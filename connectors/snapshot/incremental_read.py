@@ -285,6 +285,18 @@ def dropped_meanwhile(src: ChunkSource, table: str) -> bool:
         return False
 
 
+def read_unless_dropped(src: ChunkSource, q: ChunkQuery) -> ReadRows | None:
+    """`src.read(q)`, or None when the read failed because the table is gone (`dropped_meanwhile`:
+    PostgreSQL's read raises then; MySQL's finds no rows and marks the table gone itself)."""
+    try:
+        return src.read(q)
+    except Exception:
+        if not dropped_meanwhile(src, q.table):
+            raise
+        log.warning("incremental snapshot: table %s was dropped as a chunk of it was read", q.table)
+        return None
+
+
 def table_start(
     src: ChunkSource, collection: dict[str, Any], max_key: list[Any] | None
 ) -> tuple[TableSchema | None, list[str], list[Any] | None, str | None]:
@@ -562,8 +574,8 @@ class ChunkReader:
             status = found or "SUCCEEDED"
             if found is None:
                 q = ChunkQuery(table, key, last_key, max_key or [], condition, self.chunk_size)
-                rows = src.read(q)
-                if rows.count:
+                rows = read_unless_dropped(src, q)
+                if rows is not None and rows.count:
                     last_key = rows.last_key
                     table_rows += rows.count
                     break
