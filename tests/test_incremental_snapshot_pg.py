@@ -69,11 +69,20 @@ def test_watermark_rows(pg: Any, pg_database: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(COMPLETE_S)
-@pytest.mark.parametrize("reader", ["thread", "spark"])
-def test_table_dropped_mid_snapshot(pg: Any, pg_database: str, tmp_path: Path, reader: str) -> None:
+@pytest.mark.parametrize(
+    ("reader", "ddl"),
+    [
+        ("thread", "DROP TABLE bench"),
+        ("spark", "DROP TABLE bench"),
+        ("thread", "ALTER TABLE bench RENAME TO bench_old"),
+    ],
+    ids=["thread", "spark", "thread-renamed"],
+)
+def test_table_dropped_mid_snapshot(pg: Any, pg_database: str, tmp_path: Path, reader: str, ddl: str) -> None:
     extra = {
         **(cases.SPARK_SETTINGS if reader == "spark" else {}),
         "incremental__snapshot__chunk__size": "200",
     }
-    s = _setup(pg, pg_database, tmp_path, f"incpg9{int(reader == 'spark')}", **extra)
-    cases.table_dropped_mid_snapshot(s, tmp_path)
+    name = f"incpg9{int(reader == 'spark')}{'r' if ddl.startswith('ALTER') else ''}"
+    s = _setup(pg, pg_database, tmp_path, name, **extra)
+    cases.table_dropped_mid_snapshot(s, tmp_path, ddl)
