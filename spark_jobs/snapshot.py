@@ -46,10 +46,12 @@ from connectors.snapshot.jobs import read_request
 from connectors.snapshot.kept import Kept
 from connectors.snapshot.progress import SnapshotProgress
 from connectors.state.pagecache import drop_cached
+from connectors.state.storage import is_local, local_path, storage_error
 from spark_jobs import class_cache
 from spark_jobs.arrow_probe import skip_pandas_probe, skip_pyspark_pandas_check
 from spark_jobs.chunk_lanes import ChunkLanes
 from spark_jobs.jvm_stderr import JvmStderr
+from spark_jobs.part_files import not_shared
 from spark_jobs.snapshot_tasks import ChunkResult, ChunkSpec, run_chunk, warm_worker, write_chunk
 
 log = logging.getLogger("tidemark.snapshot")
@@ -313,19 +315,19 @@ class Committer:
     def __init__(self, cfg: ConnectorConfig, snapshot_id: str) -> None:
         self.cfg, self.snapshot_id = cfg, snapshot_id
         self.delta_uri: str | None = None
+        self.delta_storage: dict[str, str] | None = None  # object-store options (secrets)
         self._dt: Any = None
         if "delta" in cfg.sink_types:
             d = cfg.sink.delta
             uri = d.table_path or f"{str(cfg.warehouse).rstrip('/')}/{cfg.topic_prefix}/changelog"
-            if "://" in uri and not uri.startswith("file://"):
-                raise TerminalError(
-                    f"the snapshot job writes the Delta change log on a local or mounted file system; {uri} is an "
-                    "object-store URI",
-                    "stream to the object store, but run the snapshot with a local debezium.sink.delta.table.path "
-                    "(object-store snapshots come with a later release)",
-                )
-            self.delta_uri = uri.removeprefix("file://")
-            Path(self.delta_uri).mkdir(parents=True, exist_ok=True)
+            # The stream's table, local or on an object store: the tasks write their files there
+            # (spark_jobs/part_files.py) with the sink's own storage options.
+            self.delta_storage = {k: v.get_secret_value() for k, v in d.storage.items()} or None
+            if is_local(uri):
+                self.delta_uri = str(local_path(uri))
+                Path(self.delta_uri).mkdir(parents=True, exist_ok=True)
+            else:
+                self.delta_uri = uri
         self.jsonl_path = cfg.sink.jsonl.path if "jsonl" in cfg.sink_types else None
         if self.jsonl_path:
             from connectors.sinks.jsonl import JsonLinesSink
@@ -349,8 +351,12 @@ class Committer:
     def _table(self) -> Any:
         from deltalake import DeltaTable
 
-        if self._dt is None and self.delta_uri and DeltaTable.is_deltatable(self.delta_uri):
-            self._dt = DeltaTable(self.delta_uri)
+        if self._dt is None and self.delta_uri:
+            try:
+                if DeltaTable.is_deltatable(self.delta_uri, storage_options=self.delta_storage):
+                    self._dt = DeltaTable(self.delta_uri, storage_options=self.delta_storage)
+            except OSError as e:
+                raise storage_error(e, self.delta_uri, "the Delta change log") from None
         return self._dt
 
     def already_committed(self, chunk: Chunk) -> bool:
@@ -361,6 +367,7 @@ class Committer:
         # jsonl first, Delta last: a chunk found in Delta after a crash counts as done in every
         # sink (`already_committed`), so its jsonl lines must be durable before it is. A crash
         # before the Delta commit reads the chunk again (jsonl: at least once, as documented).
+        self._check_visible(chunk, res)
         if self.jsonl_path and res.jsonl_part:
             # Not O_APPEND (sendfile refuses it): one writer, positioned at the end.
             fd = os.open(self.jsonl_path, os.O_WRONLY | os.O_CREAT, 0o644)
@@ -379,8 +386,25 @@ class Committer:
         if self.delta_uri is not None:
             self._commit_delta(chunk, res)
 
+    def _check_visible(self, chunk: Chunk, res: ChunkResult) -> None:
+        """The files a task wrote on a local path are here, whole, before anything is committed:
+        on a cluster whose hosts do not share that path they are not, and committing them would
+        give the change log entries for files it does not have (one stat per file)."""
+        if self.jsonl_path and res.jsonl_part and not os.path.exists(res.jsonl_part):
+            raise not_shared(f"chunk {chunk.index}'s jsonl part", res.jsonl_part, res.host)
+        if self.delta_uri is not None and is_local(self.delta_uri):
+            for f in res.delta_files:
+                full = os.path.join(self.delta_uri, f["path"])
+                try:
+                    size = os.stat(full).st_size
+                except FileNotFoundError:
+                    size = -1
+                if size != f["size"]:
+                    raise not_shared(f"chunk {chunk.index}'s Delta data file", full, res.host)
+
     def _commit_delta(self, chunk: Chunk, res: ChunkResult) -> None:
         from deltalake import CommitProperties, Transaction
+        from deltalake.exceptions import DeltaError
         from deltalake.transaction import AddAction, create_table_with_add_actions
 
         from connectors.sinks.delta import SCHEMA
@@ -394,26 +418,30 @@ class Committer:
             custom_metadata={"tidemark.snapshot": self.snapshot_id, "tidemark.chunk": str(chunk.index)},
         )
         dt = self._table()
-        if dt is None:
-            from deltalake import Schema
+        try:
+            if dt is None:
+                from deltalake import Schema
 
-            create_table_with_add_actions(
-                self.delta_uri,  # type: ignore[arg-type]  # set when Delta is a sink
-                Schema.from_arrow(SCHEMA),
-                actions,
-                mode="append",
-                partition_by=["collection"],
-                name="tidemark change log",
-                commit_properties=props,
-            )
-        else:
-            dt.create_write_transaction(
-                actions, "append", dt.schema(), ["collection"], commit_properties=props
-            )
-            # The handle does not move to the version it just wrote: without this every commit
-            # checks itself against all commits since the handle was opened (O(chunks²): 400
-            # chunks took 26 s of commits here, 5 s with it).
-            dt.update_incremental()
+                create_table_with_add_actions(
+                    self.delta_uri,  # type: ignore[arg-type]  # set when Delta is a sink
+                    Schema.from_arrow(SCHEMA),
+                    actions,
+                    mode="append",
+                    partition_by=["collection"],
+                    name="tidemark change log",
+                    storage_options=self.delta_storage,
+                    commit_properties=props,
+                )
+            else:
+                dt.create_write_transaction(
+                    actions, "append", dt.schema(), ["collection"], commit_properties=props
+                )
+                # The handle does not move to the version it just wrote: without this every commit
+                # checks itself against all commits since the handle was opened (O(chunks²): 400
+                # chunks took 26 s of commits here, 5 s with it).
+                dt.update_incremental()
+        except (OSError, DeltaError) as e:  # as the stream's sink reports them (a resumed job commits it)
+            raise storage_error(e, self.delta_uri or "", "the Delta change log") from None
 
 
 # --------------------------------------------------------------------------- progress display
@@ -864,6 +892,7 @@ def _read_chunks(
                 tuple(cfg.sink_types),
                 committer.delta_uri,
                 staging,
+                committer.delta_storage,
             )
             for c in todo
         }

@@ -13,21 +13,22 @@ import gc
 import logging
 import os
 import re
+import socket
 import time
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import orjson
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from connectors.api import TerminalError
 from connectors.snapshot.chunks import Chunk
 from connectors.snapshot.kept import Kept
 from connectors.snapshot.rows import jsonl_lines, kafka_bytes
 from spark_jobs.arrow_probe import skip_pandas_probe
+from spark_jobs.part_files import SHARED_STORAGE_HINT, DeltaPart, WrittenFile, part_files
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,7 @@ class ChunkSpec:
     sinks: tuple[str, ...]
     delta_uri: str | None = None
     staging: str | None = None  # directory for jsonl parts
+    delta_storage: Mapping[str, str] | None = None  # the Delta sink's object-store options (secrets)
 
 
 @dataclass
@@ -53,6 +55,7 @@ class ChunkResult:
     delta_files: list[dict[str, Any]] = field(default_factory=list)
     jsonl_part: str | None = None
     pid: int = 0  # the process that wrote it (a Spark Python worker, or the driver)
+    host: str = ""  # and its host (the driver checks that it sees what was written there)
 
 
 _TUNED = False
@@ -173,9 +176,9 @@ def write_chunk(spec: ChunkSpec, pieces: Iterable[pa.Table]) -> ChunkResult:
     driver commits them), Kafka produced and flushed, jsonl into a part file."""
     t0 = time.monotonic()
     tune_process()
-    res = ChunkResult(spec.chunk.index, pid=os.getpid())
-    writer: pq.ParquetWriter | None = None
-    delta_path = ""
+    res = ChunkResult(spec.chunk.index, pid=os.getpid(), host=socket.gethostname())
+    delta: DeltaPart | None = None
+    written: WrittenFile | None = None
     kafka = None
     jsonl = None
     try:
@@ -183,6 +186,11 @@ def write_chunk(spec: ChunkSpec, pieces: Iterable[pa.Table]) -> ChunkResult:
             kafka = _kafka_sink(spec.raw)
         if "jsonl" in spec.sinks:
             assert spec.staging is not None
+            if not os.path.isdir(spec.staging):  # the driver made it: not this host's file system
+                raise TerminalError(
+                    f"the jsonl sink's staging directory {spec.staging}, made by the driver, is not there on host {res.host}",
+                    SHARED_STORAGE_HINT,
+                )
             res.jsonl_part = os.path.join(
                 spec.staging, f"{spec.chunk.index:06d}-{uuid.uuid4().hex[:8]}.jsonl"
             )
@@ -193,21 +201,18 @@ def write_chunk(spec: ChunkSpec, pieces: Iterable[pa.Table]) -> ChunkResult:
                 continue
             res.rows += n
             if "delta" in spec.sinks:
-                if writer is None:
+                if delta is None:
                     assert spec.delta_uri is not None
                     collection = piece["collection"][0].as_py()
-                    rel = f"{_partition_dir(collection)}/part-{spec.snapshot_id[:8]}-{spec.chunk.index:06d}-{uuid.uuid4().hex[:8]}.zstd.parquet"
-                    delta_path = rel
-                    os.makedirs(os.path.join(spec.delta_uri, os.path.dirname(rel)), exist_ok=True)
-                    writer = pq.ParquetWriter(
-                        os.path.join(spec.delta_uri, rel),
-                        piece.drop_columns(["collection"]).schema,
+                    delta = DeltaPart(
+                        part_files(spec.delta_uri, spec.delta_storage),
+                        f"{_partition_dir(collection)}/part-{spec.snapshot_id[:8]}-{spec.chunk.index:06d}-{uuid.uuid4().hex[:8]}.zstd.parquet",
                         compression="zstd",
                         compression_level=1,
                         use_dictionary=["topic", "op", "source", "headers", "key_schema", "value_schema"],
                         write_statistics=False,
                     )
-                writer.write_table(piece.drop_columns(["collection"]))
+                delta.write(piece.drop_columns(["collection"]))
             if kafka is not None or jsonl is not None:
                 topic = piece["topic"][0].as_py()
             if kafka is not None:
@@ -217,6 +222,8 @@ def write_chunk(spec: ChunkSpec, pieces: Iterable[pa.Table]) -> ChunkResult:
             if jsonl is not None:
                 for lines in jsonl_lines(topic, piece):
                     _write_string_data(jsonl, lines)
+        if delta is not None:
+            written = delta.finish()
         if kafka is not None:
             kafka.flush()  # the chunk counts as done only once the broker holds all of it
     except BaseException:
@@ -227,26 +234,24 @@ def write_chunk(spec: ChunkSpec, pieces: Iterable[pa.Table]) -> ChunkResult:
     else:
         failed = False
     finally:
-        if writer is not None:
-            writer.close()
         if jsonl is not None:
             # No fsync: the part is only read back by the driver (through the page cache) and
             # deleted once appended, and the driver fsyncs the output file it appends to. A lost
             # part (a crash) means a chunk not committed, which is read again.
             jsonl.close()
         if failed:  # never committed nor appended: not left behind (a crash still may)
-            for path in (res.jsonl_part, delta_path and os.path.join(spec.delta_uri or "", delta_path)):
-                if path:
-                    with contextlib.suppress(OSError):
-                        os.unlink(path)
-    if writer is not None:
-        full = Path(spec.delta_uri or "") / delta_path
+            if res.jsonl_part:
+                with contextlib.suppress(OSError):
+                    os.unlink(res.jsonl_part)
+            if delta is not None:
+                delta.abort()
+    if delta is not None and written is not None:
         res.delta_files.append(
             {
-                "path": delta_path,
-                "size": full.stat().st_size,
+                "path": delta.rel,
+                "size": written.size,
                 "partition_values": {"collection": spec.chunk.table},
-                "modification_time": int(full.stat().st_mtime * 1000),
+                "modification_time": written.modification_time,
                 "stats": orjson.dumps({"numRecords": res.rows}).decode(),
             }
         )

@@ -52,6 +52,7 @@ FIXTURE_MARKERS: dict[str, str] = {
     "mariadb_database": "mariadb",
     "kafka": "kafka",
     "spark": "spark",
+    "spark_cluster": "spark",
     "azurite": "objectstore",
 }
 
@@ -182,6 +183,18 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster() -> Iterator[Any]:
+    """A Spark standalone cluster (a master and a 2-core worker) from pyspark's own jars."""
+    from harness.spark_cluster import start_spark_cluster
+
+    cluster = start_spark_cluster()
+    try:
+        yield cluster
+    finally:
+        cluster.destroy()
 
 
 @pytest.fixture(scope="session")

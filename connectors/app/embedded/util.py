@@ -247,7 +247,14 @@ def remove_dir(path: Path) -> None:
 
 
 def reap_stale(
-    pid_files: Sequence[str] = ("data/postmaster.pid", "mysqld.pid", "tansu.pid", "azurite.pid"),
+    pid_files: Sequence[str] = (
+        "data/postmaster.pid",
+        "mysqld.pid",
+        "tansu.pid",
+        "azurite.pid",
+        "spark-master.pid",
+        "spark-worker.pid",
+    ),
 ) -> list[Path]:
     """Kill servers and remove directories left behind by test sessions that died (SIGKILL, OOM).
 
