@@ -88,10 +88,19 @@ class Outcome:
 DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 
 
+def submitted_master(cfg: ConnectorConfig) -> bool:
+    """Whether the master is spark-submit's: this process was launched by `spark-submit` (its JVM
+    is already running, with `--master`) and the file does not set `tidemark.spark.master`. A
+    scheduler's `spark-submit --master yarn` (the Airflow Spark provider's connection) must not
+    be replaced by the setting's default, `local[*]`; a master the file sets explicitly still
+    wins, as a value set in code wins over spark-submit's flags in Spark itself."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ and "tidemark.spark.master" not in cfg.origin.raw
+
+
 def session_conf(cfg: ConnectorConfig) -> dict[str, str]:
     """The SparkSession settings: Tidemark's defaults, then `tidemark.spark.conf.*` over them."""
     conf = {"spark.ui.showConsoleProgress": "false", "spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS}
-    if cfg.runtime.spark_master.startswith("local"):
+    if not submitted_master(cfg) and cfg.runtime.spark_master.startswith("local"):
         # One machine: loopback, whatever the host name resolves to (no warning about it).
         conf |= {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
     conf |= dict(cfg.runtime.spark_conf)
@@ -130,6 +139,11 @@ def spark_session(cfg: ConnectorConfig) -> Any:
             raise _not_started(cfg, e2) from None  # not the archive's fault: it stays
         reading.discard()
     session.sparkContext.setLogLevel("WARN")
+    log.info(
+        "snapshot: Spark master %s%s",
+        session.sparkContext.master,
+        " (spark-submit's --master)" if submitted_master(cfg) else "",
+    )
     return session
 
 
@@ -142,7 +156,9 @@ def _start(cfg: ConnectorConfig, conf: dict[str, str]) -> Any:
     from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession
 
-    options = {"spark.master": cfg.runtime.spark_master, "spark.app.name": f"tidemark-snapshot-{cfg.name}"}
+    options = {"spark.app.name": f"tidemark-snapshot-{cfg.name}"}
+    if not submitted_master(cfg):
+        options["spark.master"] = cfg.runtime.spark_master
     for k, v in conf.items():
         if k == "spark.driver.extraJavaOptions" and _CLASS_CACHE is not None:
             v = f"{v} {_CLASS_CACHE.java_options()}"
@@ -175,13 +191,21 @@ class _JvmFailed(Exception):
         self.reason = reason
 
 
+def _master_text(cfg: ConnectorConfig) -> str:
+    return (
+        "spark-submit's --master"
+        if submitted_master(cfg)
+        else f"tidemark.spark.master={cfg.runtime.spark_master}"
+    )
+
+
 def _not_started(cfg: ConnectorConfig, e: Exception) -> TerminalError:
     cause = e.__cause__ if isinstance(e, _JvmFailed) and e.__cause__ is not None else e
     first = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
     if isinstance(e, _JvmFailed) and e.reason:  # the JVM's words say more than PySpark's
         first = "the driver JVM exited: " + e.reason.removeprefix('Exception in thread "main" ')
     return TerminalError(
-        f"Spark could not start (tidemark.spark.master={cfg.runtime.spark_master}): {first}",
+        f"Spark could not start ({_master_text(cfg)}): {first}",
         "check tidemark.spark.master and tidemark.spark.conf.*, and that Java 17 is installed (java -version); "
         "the next start resumes the snapshot",
     )

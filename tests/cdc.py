@@ -71,6 +71,23 @@ def run_cli(*args: str, timeout: float = 180, check: bool = True) -> subprocess.
     return proc
 
 
+def spark_submit(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """The virtualenv's `spark-submit` with `args`, from the repository, as a scheduler runs it
+    (the virtualenv's bin first on PATH, as after `source .venv/bin/activate`)."""
+    bindir = Path(sys.executable).parent
+    env = dict(
+        os.environ, PATH=f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}", PYSPARK_PYTHON=sys.executable
+    )
+    return subprocess.run(
+        [str(bindir / "spark-submit"), *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def popen_cli(
     *args: str, log: Path, new_session: bool = False, tmpdir: Path | None = None
 ) -> subprocess.Popen[bytes]:

@@ -13,7 +13,8 @@ from typing import Any
 import orjson
 import pyarrow.compute as pc
 import pytest
-from cdc import bench_state, create_bench, run_cli, sigkill_when
+from cdc import bench_state, create_bench, run_cli, sigkill_when, spark_submit
+from deltalake import DeltaTable
 from mycdc import write_config as my_config
 from pgcdc import write_config
 
@@ -103,8 +104,6 @@ def _snapshot_then_stream(
 
 
 def _changelog(uri: str, azurite: Any) -> Any:
-    from deltalake import DeltaTable
-
     return DeltaTable(uri, storage_options=azurite.storage_options())
 
 
@@ -325,3 +324,46 @@ def test_a_task_that_cannot_see_the_jsonl_staging_directory_says_so(tmp_path: Pa
         refused.value
     )
     assert refused.value.hint and "mounted at the same path on every host" in refused.value.hint
+
+
+def test_spark_submit_s_master_is_used_unless_the_file_sets_one(
+    pg: Any, pg_database: str, tmp_path: Path, spark_cluster: Any
+) -> None:
+    """`spark-submit --master spark://...` (how a scheduler, e.g. the Airflow Spark provider's
+    connection, picks the cluster) runs the job there when the connector file leaves
+    `tidemark.spark.master` unset: its default, `local[*]`, must not replace the submitted master.
+    A master the file sets wins (as a value set in code wins over spark-submit's flags in Spark)."""
+    create_bench(lambda: pg.connect(dbname=pg_database), "postgres", 3000)
+
+    def submit(name: str, **extra: str) -> tuple[str, list[str]]:
+        cfg = write_config(
+            tmp_path / f"{name}.properties",
+            pg,
+            slot=f"sub_{name}",
+            dbname=pg_database,
+            prefix=name,
+            sinks="delta",
+            snapshot__mode="initial_only",
+            tidemark__snapshot__read__during__spark__start="false",
+            tidemark__snapshot__chunk__rows="1000",
+            **extra,
+        )
+        proc = spark_submit(
+            *("--master", spark_cluster.url, "--conf", "spark.driver.host=127.0.0.1"),
+            *("spark_jobs/snapshot.py", "--config", str(cfg), "--log-level", "DEBUG"),
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert sorted(_ids(DeltaTable(str(tmp_path / "warehouse" / name / "changelog")), "r")) == list(
+            range(1, 3001)
+        )
+        return proc.stdout + proc.stderr, [
+            a["name"] for a in spark_cluster.master.status().get("completedapps", [])
+        ]
+
+    log, apps = submit("submitted")
+    assert f"Spark master {spark_cluster.url} (spark-submit's --master)" in log, [
+        ln for ln in log.splitlines() if "tidemark" in ln
+    ]
+    assert "tidemark-snapshot-submitted" in apps, apps
+    log, apps = submit("own", tidemark__spark__master="local[2]")
+    assert "Spark master local[2]" in log and "tidemark-snapshot-own" not in apps, (apps, log[-3000:])

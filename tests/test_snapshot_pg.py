@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -15,7 +13,6 @@ import psycopg2
 import pyarrow.compute as pc
 import pytest
 from cdc import (
-    ROOT,
     SNAPSHOT_ROWS,
     create_bench,
     read_jsonl,
@@ -23,6 +20,7 @@ from cdc import (
     run_cli,
     sigkill_mid_snapshot_then_resume,
     snapshot_under_writes,
+    spark_submit,
     stream_until_caught_up,
 )
 from pgcdc import write_config
@@ -657,25 +655,7 @@ def test_spark_submit_runs_the_job(pg: Any, pg_database: str, tmp_path: Path) ->
     _fill(pg.dsn(dbname=pg_database), 100)
     cfg = _mode_config(pg, pg_database, tmp_path, "initial_only")
     result = tmp_path / "outcome.json"
-    bindir = Path(sys.executable).parent
-    env = dict(
-        os.environ, PATH=f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}", PYSPARK_PYTHON=sys.executable
-    )
-    proc = subprocess.run(
-        [
-            str(bindir / "spark-submit"),
-            "spark_jobs/snapshot.py",
-            "--config",
-            str(cfg.origin.path),
-            "--result",
-            str(result),
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = spark_submit("spark_jobs/snapshot.py", "--config", str(cfg.origin.path), "--result", str(result))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert orjson.loads(result.read_bytes())["rows"] == 100
     assert len(read_jsonl(tmp_path / "initial_only.jsonl")) == 100
