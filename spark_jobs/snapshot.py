@@ -29,7 +29,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 from functools import partial
@@ -97,14 +97,31 @@ def submitted_master(cfg: ConnectorConfig) -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ and "tidemark.spark.master" not in cfg.origin.raw
 
 
-def session_conf(cfg: ConnectorConfig) -> dict[str, str]:
-    """The SparkSession settings: Tidemark's defaults, then `tidemark.spark.conf.*` over them."""
+LOOPBACK = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+
+
+def session_conf(cfg: ConnectorConfig, submitted: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The SparkSession settings: Tidemark's defaults, then `tidemark.spark.conf.*` over them.
+    `submitted`: spark-submit's settings (`submitted_settings`) when its --master stands."""
     conf = {"spark.ui.showConsoleProgress": "false", "spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS}
-    if not submitted_master(cfg) and cfg.runtime.spark_master.startswith("local"):
-        # One machine: loopback, whatever the host name resolves to (no warning about it).
-        conf |= {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+    master = cfg.runtime.spark_master if submitted is None else submitted.get("spark.master", "")
+    if master.startswith("local"):
+        # One machine: loopback, whatever the host name resolves to (no warning about it);
+        # an address given to spark-submit with --conf stays.
+        conf |= {k: v for k, v in LOOPBACK.items() if submitted is None or k not in submitted}
     conf |= dict(cfg.runtime.spark_conf)
     return conf
+
+
+def submitted_settings() -> dict[str, str]:
+    """The master and driver addresses spark-submit gave its JVM (as system properties, where
+    SparkConf reads them), read through the gateway it opened for this process."""
+    from pyspark import SparkContext
+
+    SparkContext._ensure_initialized()  # under spark-submit: connects, launches nothing
+    system = SparkContext._jvm.java.lang.System  # type: ignore[union-attr]
+    found = {k: system.getProperty(k) for k in ("spark.master", *LOOPBACK)}
+    return {k: v for k, v in found.items() if v is not None}
 
 
 def spark_session(cfg: ConnectorConfig) -> Any:
@@ -119,7 +136,11 @@ def spark_session(cfg: ConnectorConfig) -> Any:
     # Executors run this interpreter (its virtualenv holds connectors and the drivers).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     skip_pyspark_pandas_check()  # (spark_jobs/arrow_probe.py)
-    conf = session_conf(cfg)
+    try:
+        submitted = submitted_settings() if submitted_master(cfg) else None
+    except Exception as e:  # spark-submit's JVM gone before the job started
+        raise _not_started(cfg, e) from None
+    conf = session_conf(cfg, submitted)
     global _CLASS_CACHE
     _CLASS_CACHE = None
     if cfg.runtime.spark_class_cache and conf["spark.driver.extraJavaOptions"] == DRIVER_JAVA_OPTIONS:
@@ -140,9 +161,10 @@ def spark_session(cfg: ConnectorConfig) -> Any:
         reading.discard()
     session.sparkContext.setLogLevel("WARN")
     log.info(
-        "snapshot: Spark master %s%s",
+        "snapshot: Spark master %s%s, driver %s",
         session.sparkContext.master,
         " (spark-submit's --master)" if submitted_master(cfg) else "",
+        session.sparkContext.getConf().get("spark.driver.host"),
     )
     return session
 

@@ -655,7 +655,18 @@ def test_spark_submit_runs_the_job(pg: Any, pg_database: str, tmp_path: Path) ->
     _fill(pg.dsn(dbname=pg_database), 100)
     cfg = _mode_config(pg, pg_database, tmp_path, "initial_only")
     result = tmp_path / "outcome.json"
-    proc = spark_submit("spark_jobs/snapshot.py", "--config", str(cfg.origin.path), "--result", str(result))
+    proc = spark_submit(
+        "spark_jobs/snapshot.py",
+        "--config",
+        str(cfg.origin.path),
+        "--result",
+        str(result),
+        "--log-level",
+        "INFO",
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # spark-submit's default master is local[*]: loopback, as for `tidemark snapshot`
+    said = "Spark master local[*] (spark-submit's --master), driver 127.0.0.1"
+    assert said in proc.stdout, proc.stdout[-3000:]  # (spark-submit passes on the job's stderr there)
     assert orjson.loads(result.read_bytes())["rows"] == 100
     assert len(read_jsonl(tmp_path / "initial_only.jsonl")) == 100

@@ -36,6 +36,15 @@ def test_configured_driver_java_options_replace_the_default() -> None:
     assert "spark.driver.host" not in conf  # not local: the cluster's own addresses
 
 
+def test_spark_submit_s_local_master_gets_loopback_unless_its_conf_sets_addresses() -> None:
+    cfg = config("postgres")
+    assert session_conf(cfg, {"spark.master": "local[2]"})["spark.driver.host"] == "127.0.0.1"
+    given = session_conf(cfg, {"spark.master": "local[*]", "spark.driver.host": "10.0.0.5"})
+    assert "spark.driver.host" not in given  # spark-submit's --conf stands: not overridden here
+    assert given["spark.driver.bindAddress"] == "127.0.0.1"
+    assert "spark.driver.host" not in session_conf(cfg, {"spark.master": "yarn"})
+
+
 # Allocates and frees ~70 MB of 3.5 kB bytes objects (a piece's Kafka values) three times and
 # prints the page faults of the last two rounds.
 _ROUNDS = textwrap.dedent(
