@@ -19,12 +19,13 @@ import argparse
 import logging
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from connectors.api import TidemarkError
+from connectors.api import TerminalError, TidemarkError
 from connectors.settings.config import ConnectorConfig, from_mapping, load
 
 log = logging.getLogger("tidemark.incremental")
@@ -46,6 +47,7 @@ def run(
     from connectors.snapshot.incremental_read import chunk_settings, lead
     from connectors.snapshot.incremental_staging import Staging
     from spark_jobs.snapshot import spark_session, stop_session
+    from spark_jobs.snapshot_tasks import Refused, refusing
 
     chunk_size, strategy = chunk_settings(cfg)
     width = max(1, cfg.runtime.incremental_snapshot_parallelism)
@@ -74,7 +76,9 @@ def run(
     def one(spec: tuple[dict[str, str], str, Plan, str, bool]) -> int:
         sc = session[0].sparkContext
         sc.setJobGroup(f"tidemark-incremental-{spec[1]}", f"chunk {spec[1]} of {spec[2]['table']}")
-        (rows,) = sc.parallelize([spec], 1).map(run_planned).collect()
+        (rows,) = sc.parallelize([spec], 1).map(partial(refusing, run_planned)).collect()
+        if isinstance(rows, Refused):  # (spark_jobs/snapshot_tasks.py)
+            raise TerminalError(f"incremental snapshot chunk {spec[1]} failed: {rows.message}", rows.hint)
         return int(rows)
 
     plans: dict[str, dict[int, Plan]] = {}

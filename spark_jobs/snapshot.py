@@ -52,7 +52,15 @@ from spark_jobs.arrow_probe import skip_pandas_probe, skip_pyspark_pandas_check
 from spark_jobs.chunk_lanes import ChunkLanes
 from spark_jobs.jvm_stderr import JvmStderr
 from spark_jobs.part_files import not_shared
-from spark_jobs.snapshot_tasks import ChunkResult, ChunkSpec, run_chunk, warm_worker, write_chunk
+from spark_jobs.snapshot_tasks import (
+    ChunkResult,
+    ChunkSpec,
+    Refused,
+    refusing,
+    run_chunk,
+    warm_worker,
+    write_chunk,
+)
 
 log = logging.getLogger("tidemark.snapshot")
 
@@ -978,7 +986,9 @@ def _read_chunks(
                 sc.setJobGroup(
                     f"tidemark-snapshot-{sid[:8]}", f"chunk {spec.chunk.index} of {spec.chunk.table}"
                 )
-                (out,) = sc.parallelize([spec], 1).map(task).collect()
+                (out,) = sc.parallelize([spec], 1).map(partial(refusing, task)).collect()
+                if isinstance(out, Refused):
+                    raise _chunk_failed(spec.chunk, out.message, out.hint)
                 return result_of(spec, out)
 
             return in_spark, _parallelism(cfg, sc)
@@ -1106,10 +1116,14 @@ def _result(fut: Future[ChunkResult], chunk: Chunk) -> ChunkResult:
         tidemark = [ln for ln in text if "TerminalError" in ln or "TransientError" in ln]
         detail = (tidemark or text or [type(e).__name__])[-1]
         detail = re.sub(r"^[\w.]*(?:Terminal|Transient)Error: ", "", detail)  # our own message: no class name
-        raise TerminalError(
-            f"snapshot chunk {chunk.index} of {chunk.table} failed: {detail}",
-            "fix the cause and start again: finished chunks are kept, the snapshot resumes with the rest",
-        ) from None
+        raise _chunk_failed(chunk, detail) from None
+
+
+def _chunk_failed(chunk: Chunk, detail: str, hint: str | None = None) -> TerminalError:
+    return TerminalError(
+        f"snapshot chunk {chunk.index} of {chunk.table} failed: {detail}",
+        hint or "fix the cause and start again: finished chunks are kept, the snapshot resumes with the rest",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,7 +16,7 @@ import re
 import socket
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +56,26 @@ class ChunkResult:
     jsonl_part: str | None = None
     pid: int = 0  # the process that wrote it (a Spark Python worker, or the driver)
     host: str = ""  # and its host (the driver checks that it sees what was written there)
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A TerminalError a Spark task raised, returned as the task's result instead (`refusing`):
+    raised, Spark would run the task again (spark.task.maxFailures: 4 on a cluster) though the
+    same chunk fails the same way, and the driver JVM would log every attempt's Python traceback.
+    The driver raises it again, hint included."""
+
+    message: str
+    hint: str | None
+
+
+def refusing(task: Callable[[Any], Any], spec: Any) -> Any:
+    """`task(spec)`, or its TerminalError as a `Refused` (other errors stay errors: Spark may
+    retry them elsewhere)."""
+    try:
+        return task(spec)
+    except TerminalError as e:
+        return Refused(e.message, e.hint)
 
 
 _TUNED = False

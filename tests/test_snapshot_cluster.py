@@ -5,6 +5,7 @@ object store (Azurite) — the same table the stream then writes to."""
 from __future__ import annotations
 
 import re
+import socket
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any
 import orjson
 import pyarrow.compute as pc
 import pytest
-from cdc import bench_state, create_bench, run_cli, sigkill_when, spark_submit
+from cdc import bench_state, create_bench, read_jsonl, run_cli, sigkill_when, spark_submit
 from deltalake import DeltaTable
 from mycdc import write_config as my_config
 from pgcdc import write_config
@@ -246,6 +247,62 @@ def test_a_snapshot_into_an_object_store_killed_mid_way_resumes_without_rewritin
     assert state is not None and state.completed
     ids = _ids(_changelog(uri, azurite), "r")
     assert len(ids) == n and sorted(ids) == list(range(1, n + 1))  # no chunk written twice
+
+
+@pytest.mark.parametrize("sink", ["delta", "jsonl"])
+def test_a_worker_host_without_the_local_sink_files_stops_the_job_and_the_next_start_resumes(
+    pg: Any, pg_database: str, tmp_path: Path, sink: str
+) -> None:
+    """A cluster whose worker is another host (its own host name, and its own empty file system
+    where the driver keeps the warehouse and the jsonl file: `OtherHost`), with the sink's files
+    on the driver's local disk. Delta: the executors' Parquet files land on the worker's disk, so
+    the driver refuses to commit the first one. jsonl: the task does not find the staging
+    directory the driver made. Either way the job stops naming the hosts and what storage a
+    cluster needs — no traceback, no chunk done — and the snapshot then resumes locally."""
+    from harness.spark_cluster import OtherHost, start_spark_cluster
+
+    n = 3_000
+    connect = lambda: pg.connect(dbname=pg_database)  # noqa: E731
+    create_bench(connect, "postgres", n)
+    warehouse = tmp_path / "wh"
+    warehouse.mkdir()
+    common = dict(
+        slot="other_host",
+        dbname=pg_database,
+        sinks=sink,
+        jsonl=warehouse / "out.jsonl",
+        warehouse=warehouse,
+        snapshot__mode="initial",
+    )
+    cluster = start_spark_cluster(cores=1, memory="1g", host=OtherHost("tidemark-other-host", warehouse))
+    try:
+        cfg = write_config(tmp_path / "c.properties", pg, **common, **_on_cluster(cluster, n))
+        refused = run_cli("snapshot", "--config", str(cfg), check=False, timeout=300)
+    finally:
+        cluster.destroy()
+    said = refused.stderr
+    assert refused.returncode == 1, (said[-3000:], cluster.executor_logs())
+    here = re.escape(socket.gethostname())
+    expected = {
+        "delta": rf"chunk \d+'s Delta data file \S+, written on host tidemark-other-host, is not there on the driver's host {here}",
+        "jsonl": r"the jsonl sink's staging directory \S+, made by the driver, is not there on host tidemark-other-host",
+    }[sink]
+    assert re.search(expected, said), said[-3000:]
+    assert "mounted at the same path on every host" in said and "Traceback" not in said, said[-3000:]
+    assert "Lost task" not in said, said[-3000:]  # a refused chunk is not run again by Spark
+    loaded = load(cfg)
+    state = SnapshotProgress(loaded.warehouse, loaded.name).latest()
+    assert state is not None and not state.completed and not state.done, state
+
+    local = write_config(tmp_path / "local.properties", pg, **common, tidemark__spark__master="local[2]")
+    again = run_cli("snapshot", "--config", str(local), timeout=300)
+    assert "resuming" in again.stderr, again.stderr[-3000:]
+    if sink == "delta":
+        ids = _ids(DeltaTable(str(warehouse / loaded.name / "changelog")), "r")
+    else:
+        recs = read_jsonl(warehouse / "out.jsonl")
+        ids = [r["key"]["payload"]["id"] for r in recs if r["value"]["payload"]["op"] == "r"]
+    assert sorted(ids) == list(range(1, n + 1))  # each row once: nothing from the other host
 
 
 def test_files_a_task_wrote_where_the_driver_cannot_see_them_stop_the_job(tmp_path: Path) -> None:

@@ -4,12 +4,18 @@ jars the pyspark wheel ships (`bin/spark-class`), on loopback and free ports.
 The snapshot job then runs on `spark://127.0.0.1:<port>` as it would on any cluster: the driver
 in the job's process, executors launched by the worker in JVMs of their own, the chunk tasks in
 those executors' Python workers.
+
+A worker can stand for another host (`OtherHost`): it runs in mount and UTS namespaces of its
+own (`unshare`, as root), with its own host name and an empty tmpfs over one directory, so that
+its executors do not see what the driver's host has there — a cluster without shared storage.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -73,17 +79,51 @@ class SparkMaster(_SparkDaemon):
         return self.status().get("status") == "ALIVE"
 
 
+@dataclass(frozen=True)
+class OtherHost:
+    """A worker's host: its name, and the directory it does not share with the driver's host."""
+
+    name: str
+    unshared: Path
+
+    def wrap(self, command: list[str], hosts: Path) -> list[str]:
+        """`command` on this host; `hosts` is the /etc/hosts it sees (`hosts_file`)."""
+        # --kill-child: the worker dies with unshare, which is the process the harness tracks.
+        script = (
+            'hostname "$0" && mount --bind "$1" /etc/hosts && '
+            'mount -t tmpfs -o size=512m tidemark-other-host "$2" && shift 2 && exec "$@"'
+        )
+        return [
+            *("unshare", "--mount", "--uts", "--fork", "--kill-child", "--"),
+            *("sh", "-c", script, self.name, str(hosts), str(self.unshared), *command),
+        ]
+
+    def hosts_file(self, path: Path) -> Path:
+        """This machine's /etc/hosts plus this host's name on loopback (the JVM resolves it)."""
+        path.write_text(f"{Path('/etc/hosts').read_text()}\n127.0.1.1 {self.name}\n")
+        return path
+
+
 class SparkWorker(_SparkDaemon):
     label = process_name = "Spark worker"
     pid_file = "spark-worker.pid"
     main_class = "org.apache.spark.deploy.worker.Worker"
 
-    def __init__(self, base: Path, master: SparkMaster, cores: int, memory: str) -> None:
+    def __init__(
+        self, base: Path, master: SparkMaster, cores: int, memory: str, host: OtherHost | None = None
+    ) -> None:
         super().__init__(base)
-        self.master, self.cores, self.memory = master, cores, memory
+        self.master, self.cores, self.memory, self.host = master, cores, memory, host
+
+    def init(self) -> None:
+        super().init()
+        if self.host is not None and shutil.which("unshare") is None:
+            raise HarnessError("a worker on another host needs unshare (util-linux) and root")
+        if self.host is not None:
+            self.host.hosts_file(self.base / "hosts")
 
     def _command(self) -> list[str]:
-        return self._spark_class(
+        command = self._spark_class(
             self.master.url,
             "--host",
             "127.0.0.1",
@@ -98,6 +138,7 @@ class SparkWorker(_SparkDaemon):
             "--work-dir",
             str(self.base / "work"),
         )
+        return command if self.host is None else self.host.wrap(command, self.base / "hosts")
 
     def _probe(self) -> bool:
         # Ready once the master lists it as alive (it registers after it listens).
@@ -129,10 +170,10 @@ class SparkCluster:
         self.master.destroy()
 
 
-def start_spark_cluster(cores: int = 2, memory: str = "2g") -> SparkCluster:
+def start_spark_cluster(cores: int = 2, memory: str = "2g", host: OtherHost | None = None) -> SparkCluster:
     master = launch(SparkMaster(make_server_dir("spark-master", None)))
     try:
-        worker = launch(SparkWorker(make_server_dir("spark-worker", None), master, cores, memory))
+        worker = launch(SparkWorker(make_server_dir("spark-worker", None), master, cores, memory, host))
     except BaseException:
         master.destroy()
         raise
