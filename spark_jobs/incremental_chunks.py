@@ -132,6 +132,7 @@ def run(
                         spec = (raw, f"{p.snapshot_id}-{n}", plan, strategy, skip)
                         if not session:
                             session.append(spark_session(cfg))
+                            staging_shared(cfg, session[0].sparkContext)
                         running[pool.submit(one, spec)] = key
                         budget -= 1
                 if running:
@@ -178,6 +179,29 @@ def _budget(lagging: bool, width: int, held_since: float | None) -> tuple[int, f
     if now - held_since > HOLD_MAX_S:
         return 1, now
     return 0, held_since
+
+
+# What the Spark reader needs of the warehouse on a cluster, in the error that finds it missing.
+SHARED_WAREHOUSE_HINT = (
+    "on a cluster (tidemark.spark.master other than local[...]) the chunk tasks stage what they read "
+    "under tidemark.warehouse for the stream: put the warehouse on an object store (s3://..., az://..., "
+    "gs://...) or on a file system mounted at the same path on every host, or read the chunks in the "
+    "connector (tidemark.incremental.snapshot.reader=thread); nothing of the snapshot was read yet"
+)
+
+
+def staging_shared(cfg: ConnectorConfig, sc: Any) -> None:
+    """On a cluster with a local warehouse, the executors' hosts must see the staging directory
+    as the stream's host does, before any task reads a chunk (and writes its close watermark):
+    the stream takes each chunk from there once its window closes."""
+    from connectors.signals.tables import state_uri
+    from connectors.snapshot.incremental_files import local_dir
+    from spark_jobs.part_files import check_shared_dir
+
+    root = local_dir(state_uri(cfg.warehouse, "incremental_chunks"))
+    if root is None or str(sc.master).startswith("local"):
+        return
+    check_shared_dir(sc, str(root), "the incremental snapshot's staging probe", SHARED_WAREHOUSE_HINT)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,8 +12,10 @@ if it is a file system every host mounts at the same place.
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import time
+import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -32,12 +34,37 @@ SHARED_STORAGE_HINT = (
 )
 
 
-def not_shared(what: str, path: str, writer_host: str) -> TerminalError:
+def not_shared(what: str, path: str, writer_host: str, hint: str = SHARED_STORAGE_HINT) -> TerminalError:
     """A file an executor wrote that the driver cannot see: its storage is not shared."""
     return TerminalError(
         f"{what} {path}, written on host {writer_host}, is not there on the driver's host {socket.gethostname()}",
-        SHARED_STORAGE_HINT,
+        hint,
     )
+
+
+def probe_write(path: str) -> str:
+    """A Spark task: an empty file at `path` (its directory made as needed); this host's name."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb"):
+        pass
+    return socket.gethostname()
+
+
+def check_shared_dir(sc: Any, directory: str, what: str, hint: str) -> None:
+    """Stop (`not_shared`) unless what the executors write under `directory` is seen here: one
+    empty probe file per task slot, each looked for by the driver, then removed (a probe written
+    on a host that does not share the directory stays there: it is empty)."""
+    width = max(1, int(sc.defaultParallelism))
+    probes = [os.path.join(directory, f".shared-probe-{uuid.uuid4().hex}") for _ in range(width)]
+    hosts = sc.parallelize(probes, width).map(probe_write).collect()
+    try:
+        for path, host in zip(probes, hosts, strict=True):
+            if not os.path.exists(path):
+                raise not_shared(what, path, host, hint)
+    finally:
+        for path in probes:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
 
 
 @dataclass(frozen=True)

@@ -424,3 +424,57 @@ def test_spark_submit_s_master_is_used_unless_the_file_sets_one(
     assert "tidemark-snapshot-submitted" in apps, apps
     log, apps = submit("own", tidemark__spark__master="local[2]")
     assert "Spark master local[2]" in log and "tidemark-snapshot-own" not in apps, (apps, log[-3000:])
+
+
+def test_incremental_spark_reader_on_a_worker_host_without_the_local_warehouse_says_so(
+    pg: Any, pg_database: str, tmp_path: Path
+) -> None:
+    """The incremental snapshot's Spark reader on a cluster whose worker is another host
+    (`OtherHost`) with the warehouse on the connector's local disk: the chunk tasks would stage
+    their chunks where the stream cannot take them. The chunk job probes the staging directory
+    from the executors before reading anything and stops, naming both hosts and the options
+    (object store, shared mount, the thread reader); the connector reports it and streams on.
+    Restarted with `tidemark.incremental.snapshot.reader=thread`, the snapshot completes."""
+    from harness import wait_until
+    from harness.spark_cluster import OtherHost, start_spark_cluster
+    from incremental import SIGNAL_DDL, config_extra, pg_setup, snapshot_keys, start, stop
+
+    warehouse = tmp_path / "warehouse"  # (pg_setup's)
+    warehouse.mkdir()
+    cluster = start_spark_cluster(cores=1, memory="1g", host=OtherHost("tidemark-other-host", warehouse))
+    try:
+        spark = {
+            "tidemark__incremental__snapshot__reader": "spark",
+            "tidemark__spark__master": cluster.url,
+            "tidemark__spark__conf__spark__driver__host": "127.0.0.1",
+        }
+        s = pg_setup(pg, pg_database, tmp_path, "inc_other_host", **config_extra(**spark))
+        s.sql(SIGNAL_DDL)
+        create_bench(s.connect, "postgres", 3000)
+        log = tmp_path / "connector.log"
+        proc = start(s, log)
+        try:
+            s.source_signal("inc-other-host", "execute-snapshot", {"data-collections": ["public.bench"]})
+            wait_until(
+                lambda: "the chunk job failed" in log.read_text(), 180, f"the chunk job's failure ({log})"
+            )
+        finally:
+            stop(proc)
+    finally:
+        cluster.destroy()
+    said = log.read_text()
+    assert re.search(
+        r"the chunk job failed \(exit 1\): the incremental snapshot's staging probe \S+, written on host "
+        rf"tidemark-other-host, is not there on the driver's host {re.escape(socket.gethostname())}",
+        said,
+    ), said[-3000:]
+    assert "tidemark.incremental.snapshot.reader=thread" in said and "Traceback" not in said, said[-3000:]
+    assert not s.notifications("COMPLETED") and not [k for k in snapshot_keys(s.changelog) if k > 0]
+
+    s = pg_setup(pg, pg_database, tmp_path, "inc_other_host", **config_extra())  # the thread reader
+    proc = start(s, log)
+    try:
+        wait_until(lambda: s.notifications("COMPLETED"), 180, f"the snapshot completed ({log})")
+    finally:
+        stop(proc)
+    assert sorted(k for k in snapshot_keys(s.changelog) if k > 0) == list(range(1, 3001))
